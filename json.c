@@ -1,0 +1,404 @@
+/* json.c - a hand-written RFC 8259 parser: recursive descent over the bytes,
+ * with every node and string allocated from one arena. */
+#include "json.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the arena: a chain of big blocks, freed all at once ---- */
+
+typedef struct JsonBlock {
+    struct JsonBlock *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+} JsonBlock;
+
+static void *arena_alloc(JsonBlock **arena, size_t size) {
+    size = (size + 15) & ~(size_t)15;
+    JsonBlock *b = *arena;
+    if (!b || b->cap - b->used < size) {
+        size_t cap = size > (1u << 20) ? size : (1u << 20);
+        b = xmalloc(sizeof(JsonBlock) + cap);
+        b->next = *arena;
+        b->used = 0;
+        b->cap = cap;
+        *arena = b;
+    }
+    void *p = b->data + b->used;
+    b->used += size;
+    return p;
+}
+
+static void arena_free(JsonBlock *b) {
+    while (b) {
+        JsonBlock *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
+/* ---- the parser ---- */
+
+typedef struct {
+    const char *start, *p, *end;
+    JsonBlock *arena;
+    /* Children of the arrays and objects being parsed, stacked so that nested
+     * containers share one growing buffer; copied to the arena when done. */
+    JsonValue *items;
+    size_t n_items, cap_items;
+    JsonMember *members;
+    size_t n_members, cap_members;
+    Error *e;
+} Parser;
+
+/* Reports an error at byte `at`, as a 1-based line and column. */
+static int error_at(Parser *ps, const char *at, const char *what) {
+    size_t line = 1, col = 1;
+    for (const char *q = ps->start; q < at; q++) {
+        if (*q == '\n') line++, col = 1;
+        else col++;
+    }
+    return fail(ps->e, "line %zu, column %zu: %s", line, col, what);
+}
+
+static void skip_space(Parser *ps) {
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) ps->p++;
+}
+
+static int parse_value(Parser *ps, JsonValue *out, int depth);
+
+static int hex4(const char *s, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+        else return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static size_t put_utf8(char *dst, unsigned cp) {
+    if (cp < 0x80) {
+        dst[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        dst[0] = (char)(0xC0 | (cp >> 6));
+        dst[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        dst[0] = (char)(0xE0 | (cp >> 12));
+        dst[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        dst[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    dst[0] = (char)(0xF0 | (cp >> 18));
+    dst[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    dst[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    dst[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Length of the valid UTF-8 sequence at s (s < end), or 0 if it is not one:
+ * no overlong forms, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_valid_len(const unsigned char *s, const unsigned char *end) {
+    unsigned c = s[0];
+    size_t n;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else return 0;
+    if ((size_t)(end - s) < n) return 0;
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+    return n;
+}
+
+/* Parses the string starting at the opening quote into arena memory. The
+ * decoded form is never longer than the escaped one, which bounds the size. */
+static int parse_string(Parser *ps, const char **out, size_t *out_len) {
+    const char *q = ++ps->p;  /* past the opening quote */
+    while (q < ps->end && *q != '"') q += (*q == '\\' && q + 1 < ps->end) ? 2 : 1;
+    if (q >= ps->end) return error_at(ps, ps->p - 1, "unterminated string");
+    char *dst = arena_alloc(&ps->arena, (size_t)(q - ps->p) + 1);
+    size_t n = 0;
+    const char *s = ps->p;
+    while (s < q) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c < 0x80 && c != '\\') {
+            dst[n++] = (char)c;
+            s++;
+        } else if (c < 0x20) {
+            return error_at(ps, s, "control character in string (must be escaped)");
+        } else if (c >= 0x80) {
+            size_t len = utf8_valid_len((const unsigned char *)s, (const unsigned char *)q);
+            if (len == 0) return error_at(ps, s, "invalid UTF-8 in string");
+            memcpy(dst + n, s, len);
+            n += len;
+            s += len;
+        } else {  /* a backslash escape */
+            const char *esc = s++;
+            char k = *s++;
+            switch (k) {
+            case '"': dst[n++] = '"'; break;
+            case '\\': dst[n++] = '\\'; break;
+            case '/': dst[n++] = '/'; break;
+            case 'b': dst[n++] = '\b'; break;
+            case 'f': dst[n++] = '\f'; break;
+            case 'n': dst[n++] = '\n'; break;
+            case 'r': dst[n++] = '\r'; break;
+            case 't': dst[n++] = '\t'; break;
+            case 'u': {
+                unsigned cp, lo;
+                if (q - s < 4 || hex4(s, &cp) != 0) return error_at(ps, esc, "bad \\u escape (need 4 hex digits)");
+                s += 4;
+                if (cp >= 0xDC00 && cp <= 0xDFFF) return error_at(ps, esc, "lone low surrogate in \\u escape");
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (q - s < 6 || s[0] != '\\' || s[1] != 'u' || hex4(s + 2, &lo) != 0 || lo < 0xDC00 ||
+                        lo > 0xDFFF)
+                        return error_at(ps, esc, "high surrogate not followed by a low surrogate escape");
+                    s += 6;
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                }
+                n += put_utf8(dst + n, cp);
+                break;
+            }
+            default: return error_at(ps, esc, "unknown escape in string");
+            }
+        }
+    }
+    dst[n] = '\0';
+    ps->p = q + 1;
+    *out = dst;
+    *out_len = n;
+    return 0;
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static int parse_number(Parser *ps, JsonValue *out) {
+    const char *s = ps->p, *q = s;
+    bool negative = false, fits = true;
+    uint64_t mag = 0;
+    if (q < ps->end && *q == '-') negative = true, q++;
+    if (q >= ps->end || !is_digit(*q)) return error_at(ps, s, "bad number");
+    if (*q == '0') {
+        q++;
+    } else {
+        while (q < ps->end && is_digit(*q)) {
+            unsigned d = (unsigned)(*q++ - '0');
+            if (mag > (UINT64_MAX - d) / 10) fits = false;
+            else mag = mag * 10 + d;
+        }
+    }
+    bool integral = true;
+    if (q < ps->end && *q == '.') {
+        integral = false;
+        q++;
+        if (q >= ps->end || !is_digit(*q)) return error_at(ps, s, "bad number (digit expected after '.')");
+        while (q < ps->end && is_digit(*q)) q++;
+    }
+    if (q < ps->end && (*q == 'e' || *q == 'E')) {
+        integral = false;
+        q++;
+        if (q < ps->end && (*q == '+' || *q == '-')) q++;
+        if (q >= ps->end || !is_digit(*q)) return error_at(ps, s, "bad number (digit expected in exponent)");
+        while (q < ps->end && is_digit(*q)) q++;
+    }
+    out->type = JSON_NUMBER;
+    out->number.is_integer = false;
+    out->number.integer = 0;
+    if (integral && fits && mag <= (uint64_t)INT64_MAX + negative) {
+        out->number.is_integer = true;
+        out->number.integer = negative ? (int64_t)(0 - mag) : (int64_t)mag;
+    }
+    if (out->number.is_integer && mag <= (1ull << 53)) {
+        out->number.value = (double)out->number.integer;
+    } else {  /* strtod needs a NUL-terminated copy */
+        size_t len = (size_t)(q - s);
+        char small[64];
+        char *buf = len < sizeof small ? small : xmalloc(len + 1);
+        memcpy(buf, s, len);
+        buf[len] = '\0';
+        out->number.value = strtod(buf, NULL);
+        if (buf != small) free(buf);
+    }
+    ps->p = q;
+    return 0;
+}
+
+static int expect_word(Parser *ps, const char *word) {
+    size_t n = strlen(word);
+    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n) != 0) return error_at(ps, ps->p, "unexpected character");
+    ps->p += n;
+    return 0;
+}
+
+static void push_item(Parser *ps, const JsonValue *v) {
+    if (ps->n_items == ps->cap_items) {
+        ps->cap_items = ps->cap_items ? 2 * ps->cap_items : 256;
+        ps->items = xrealloc(ps->items, ps->cap_items, sizeof *ps->items);
+    }
+    ps->items[ps->n_items++] = *v;
+}
+
+static void push_member(Parser *ps, const JsonMember *m) {
+    if (ps->n_members == ps->cap_members) {
+        ps->cap_members = ps->cap_members ? 2 * ps->cap_members : 256;
+        ps->members = xrealloc(ps->members, ps->cap_members, sizeof *ps->members);
+    }
+    ps->members[ps->n_members++] = *m;
+}
+
+static int parse_array(Parser *ps, JsonValue *out, int depth) {
+    size_t base = ps->n_items;
+    ps->p++;  /* '[' */
+    skip_space(ps);
+    if (ps->p < ps->end && *ps->p == ']') {
+        ps->p++;
+    } else {
+        for (;;) {
+            JsonValue v;
+            if (parse_value(ps, &v, depth + 1) != 0) return -1;
+            push_item(ps, &v);
+            skip_space(ps);
+            if (ps->p < ps->end && *ps->p == ',') {
+                ps->p++;
+                continue;
+            }
+            if (ps->p < ps->end && *ps->p == ']') {
+                ps->p++;
+                break;
+            }
+            return error_at(ps, ps->p, ps->p < ps->end ? "expected ',' or ']'" : "unexpected end of input in array");
+        }
+    }
+    out->type = JSON_ARRAY;
+    out->len = ps->n_items - base;
+    out->items = arena_alloc(&ps->arena, out->len * sizeof(JsonValue));
+    memcpy(out->items, ps->items + base, out->len * sizeof(JsonValue));
+    ps->n_items = base;
+    return 0;
+}
+
+static int parse_object(Parser *ps, JsonValue *out, int depth) {
+    size_t base = ps->n_members;
+    ps->p++;  /* '{' */
+    skip_space(ps);
+    if (ps->p < ps->end && *ps->p == '}') {
+        ps->p++;
+    } else {
+        for (;;) {
+            JsonMember m;
+            skip_space(ps);
+            if (ps->p >= ps->end || *ps->p != '"')
+                return error_at(ps, ps->p, ps->p < ps->end ? "expected a string key" : "unexpected end of input in object");
+            if (parse_string(ps, &m.key, &m.key_len) != 0) return -1;
+            skip_space(ps);
+            if (ps->p >= ps->end || *ps->p != ':') return error_at(ps, ps->p, "expected ':' after key");
+            ps->p++;
+            if (parse_value(ps, &m.value, depth + 1) != 0) return -1;
+            push_member(ps, &m);
+            skip_space(ps);
+            if (ps->p < ps->end && *ps->p == ',') {
+                ps->p++;
+                continue;
+            }
+            if (ps->p < ps->end && *ps->p == '}') {
+                ps->p++;
+                break;
+            }
+            return error_at(ps, ps->p, ps->p < ps->end ? "expected ',' or '}'" : "unexpected end of input in object");
+        }
+    }
+    out->type = JSON_OBJECT;
+    out->len = ps->n_members - base;
+    out->members = arena_alloc(&ps->arena, out->len * sizeof(JsonMember));
+    memcpy(out->members, ps->members + base, out->len * sizeof(JsonMember));
+    ps->n_members = base;
+    return 0;
+}
+
+static int parse_value(Parser *ps, JsonValue *out, int depth) {
+    if (depth >= JSON_MAX_DEPTH) return error_at(ps, ps->p, "nesting too deep");
+    skip_space(ps);
+    if (ps->p >= ps->end) return error_at(ps, ps->p, "unexpected end of input");
+    memset(out, 0, sizeof *out);
+    switch (*ps->p) {
+    case '{': return parse_object(ps, out, depth);
+    case '[': return parse_array(ps, out, depth);
+    case '"':
+        out->type = JSON_STRING;
+        return parse_string(ps, &out->string, &out->len);
+    case 't':
+        out->type = JSON_BOOL;
+        out->boolean = true;
+        return expect_word(ps, "true");
+    case 'f':
+        out->type = JSON_BOOL;
+        return expect_word(ps, "false");
+    case 'n':
+        out->type = JSON_NULL;
+        return expect_word(ps, "null");
+    default:
+        if (*ps->p == '-' || is_digit(*ps->p)) return parse_number(ps, out);
+        return error_at(ps, ps->p, "unexpected character");
+    }
+}
+
+int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e) {
+    Parser ps = {.start = text, .p = text, .end = text + len, .e = e};
+    int rc = parse_value(&ps, &doc->root, 0);
+    if (rc == 0) {
+        skip_space(&ps);
+        if (ps.p != ps.end) rc = error_at(&ps, ps.p, "unexpected data after the JSON value");
+    }
+    free(ps.items);
+    free(ps.members);
+    if (rc != 0) {
+        arena_free(ps.arena);
+        memset(doc, 0, sizeof *doc);
+        return -1;
+    }
+    doc->arena = ps.arena;
+    return 0;
+}
+
+void json_free(JsonDoc *doc) {
+    arena_free(doc->arena);
+    memset(doc, 0, sizeof *doc);
+}
+
+const JsonValue *json_get(const JsonValue *v, const char *key) {
+    if (!v || v->type != JSON_OBJECT) return NULL;
+    size_t n = strlen(key);
+    for (size_t i = 0; i < v->len; i++)
+        if (v->members[i].key_len == n && memcmp(v->members[i].key, key, n) == 0) return &v->members[i].value;
+    return NULL;
+}
+
+const char *json_type_name(JsonType t) {
+    switch (t) {
+    case JSON_NULL: return "null";
+    case JSON_BOOL: return "a boolean";
+    case JSON_NUMBER: return "a number";
+    case JSON_STRING: return "a string";
+    case JSON_ARRAY: return "an array";
+    case JSON_OBJECT: return "an object";
+    }
+    return "?";
+}

@@ -1,0 +1,64 @@
+/* json.h - a complete RFC 8259 JSON parser.
+ *
+ * A document is parsed into a tree of JsonValue nodes that all live in one
+ * arena owned by the JsonDoc, so freeing the document frees everything.
+ * The parser knows no schema: callers walk the tree with the getters below. */
+#ifndef JSON_H
+#define JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* Deepest nesting of arrays and objects accepted (hostile input cannot
+ * overflow the stack). */
+#define JSON_MAX_DEPTH 256
+
+typedef enum { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonType;
+
+typedef struct JsonValue JsonValue;
+typedef struct JsonMember JsonMember;
+
+struct JsonValue {
+    JsonType type;
+    size_t len;                /* string: bytes; array: items; object: members */
+    union {
+        bool boolean;          /* JSON_BOOL */
+        struct {
+            double value;      /* JSON_NUMBER, as the nearest double */
+            bool is_integer;   /* written without fraction or exponent, fits int64 */
+            int64_t integer;   /* exact value when is_integer */
+        } number;
+        const char *string;    /* JSON_STRING: UTF-8, NUL-terminated, may hold NULs */
+        JsonValue *items;      /* JSON_ARRAY: [len] */
+        JsonMember *members;   /* JSON_OBJECT: [len], in document order */
+    };
+};
+
+struct JsonMember {
+    const char *key;           /* UTF-8, NUL-terminated */
+    size_t key_len;
+    JsonValue value;
+};
+
+typedef struct {
+    JsonValue root;
+    struct JsonBlock *arena;   /* every node and string of the tree */
+} JsonDoc;
+
+/* Parses text[0..len) (which need not be NUL-terminated). On failure returns
+ * -1 with e.g. "line 3, column 17: expected ',' or '}'" in e; the document
+ * then holds nothing to free. */
+int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e);
+void json_free(JsonDoc *doc);
+
+/* The member named key of an object, or NULL when v is not an object or has
+ * no such member (the first one wins if a key repeats). */
+const JsonValue *json_get(const JsonValue *v, const char *key);
+
+/* Name of a type, for error messages: "null", "a boolean", "a number", ... */
+const char *json_type_name(JsonType t);
+
+#endif

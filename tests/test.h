@@ -1,0 +1,21 @@
+/* test.h - the tiny harness every tests/test_*.c uses: checks that are
+ * counted, a failure line that says where and why, and the closing summary. */
+#ifndef TEST_H
+#define TEST_H
+
+#include <stdbool.h>
+
+/* Records one check; on failure prints "FAIL file:line: <message>". */
+void check_at(bool ok, const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* CHECK(condition, "what is being checked %d", ...): the macro only adds
+ * the file and line to check_at. */
+#define CHECK(cond, ...) check_at((cond), __FILE__, __LINE__, __VA_ARGS__)
+
+/* Prints "<name>: N passed, N failed" and returns the process exit status. */
+int test_summary(const char *name);
+
+/* Reads tests/data/<name> (tests run from the repository root); dies on error. */
+char *test_data(const char *name, unsigned long *len);
+
+#endif

@@ -1,0 +1,204 @@
+/* test_json.c - the JSON parser against RFC 8259: documents that must parse
+ * (with the values they must give) and documents that must be refused. */
+#include <math.h>
+#include <string.h>
+
+#include "../json.h"
+#include "test.h"
+
+static int parse(JsonDoc *doc, const char *text, Error *e) { return json_parse(doc, text, strlen(text), e); }
+
+/* A document that must be refused, with an error naming the position. */
+static void refuse(const char *text, const char *where) {
+    JsonDoc doc;
+    Error e = {{0}};
+    int rc = parse(&doc, text, &e);
+    CHECK(rc == -1, "refused: %s", text);
+    CHECK(strstr(e.msg, where) != NULL, "error for %s names '%s' (got '%s')", text, where, e.msg);
+}
+
+static void accept(const char *text) {
+    JsonDoc doc;
+    Error e;
+    int rc = parse(&doc, text, &e);
+    CHECK(rc == 0, "accepted: %s (%s)", text, rc ? e.msg : "");
+    if (rc == 0) json_free(&doc);
+}
+
+static void test_scalars(void) {
+    JsonDoc doc;
+    Error e;
+    CHECK(parse(&doc, " true ", &e) == 0 && doc.root.type == JSON_BOOL && doc.root.boolean, "true");
+    json_free(&doc);
+    CHECK(parse(&doc, "false", &e) == 0 && doc.root.type == JSON_BOOL && !doc.root.boolean, "false");
+    json_free(&doc);
+    CHECK(parse(&doc, "null", &e) == 0 && doc.root.type == JSON_NULL, "null");
+    json_free(&doc);
+}
+
+static void test_numbers(void) {
+    struct {
+        const char *text;
+        double value;
+        int is_integer;
+        long long integer;
+    } cases[] = {
+        {"0", 0, 1, 0},
+        {"-0", 0, 1, 0},
+        {"42", 42, 1, 42},
+        {"-17", -17, 1, -17},
+        {"9007199254740993", 9007199254740992.0, 1, 9007199254740993LL},  /* 2^53+1 kept exact */
+        {"9223372036854775807", 9223372036854775807.0, 1, 9223372036854775807LL},
+        {"-9223372036854775808", -9223372036854775808.0, 1, (-9223372036854775807LL - 1)},
+        {"9223372036854775808", 9223372036854775808.0, 0, 0},  /* past int64: not an integer */
+        {"1.5", 1.5, 0, 0},
+        {"-2.5e3", -2500, 0, 0},
+        {"1e-06", 1e-06, 0, 0},
+        {"1E+2", 100, 0, 0},
+        {"1000000.0", 1000000.0, 0, 0},
+        {"0.1", 0.1, 0, 0},
+        {"123456789012345678901234567890", 1.2345678901234568e29, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        JsonDoc doc;
+        Error e;
+        int rc = parse(&doc, cases[i].text, &e);
+        CHECK(rc == 0 && doc.root.type == JSON_NUMBER, "number %s parses", cases[i].text);
+        if (rc != 0) continue;
+        CHECK(doc.root.number.value == cases[i].value, "number %s = %.17g (got %.17g)", cases[i].text,
+              cases[i].value, doc.root.number.value);
+        CHECK(doc.root.number.is_integer == (cases[i].is_integer != 0), "number %s is_integer", cases[i].text);
+        if (cases[i].is_integer)
+            CHECK(doc.root.number.integer == cases[i].integer, "number %s exact integer", cases[i].text);
+        json_free(&doc);
+    }
+    CHECK(signbit(0.0) == 0, "sanity");
+}
+
+static void test_strings(void) {
+    struct {
+        const char *text;
+        const char *want;
+        size_t len;
+    } cases[] = {
+        {"\"\"", "", 0},
+        {"\"abc\"", "abc", 3},
+        {"\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", "\"\\/\b\f\n\r\t", 8},
+        {"\"\\u0041\\u00e9\\u4e2d\"", "A\xc3\xa9\xe4\xb8\xad", 6},
+        {"\"\\uD83D\\uDE00\"", "\xf0\x9f\x98\x80", 4},        /* surrogate pair -> U+1F600 */
+        {"\"a\\u0000b\"", "a\0b", 3},                          /* embedded NUL kept */
+        {"\"\xe4\xbd\xa0\xe5\xa5\xbd\"", "\xe4\xbd\xa0\xe5\xa5\xbd", 6},  /* raw UTF-8 */
+        {"\"\\u010a\"", "\xc4\x8a", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        JsonDoc doc;
+        Error e;
+        int rc = parse(&doc, cases[i].text, &e);
+        CHECK(rc == 0 && doc.root.type == JSON_STRING, "string %s parses", cases[i].text);
+        if (rc != 0) continue;
+        CHECK(doc.root.len == cases[i].len && memcmp(doc.root.string, cases[i].want, cases[i].len) == 0,
+              "string %s decodes", cases[i].text);
+        CHECK(doc.root.string[doc.root.len] == '\0', "string %s is NUL-terminated", cases[i].text);
+        json_free(&doc);
+    }
+}
+
+static void test_containers(void) {
+    JsonDoc doc;
+    Error e;
+    const char *text = "{\"a\": [1, 2, {\"b\": null}], \"c\": {}, \"d\": [], \"a\": 5,\n \"e\": \"x\"}";
+    CHECK(parse(&doc, text, &e) == 0, "nested document parses");
+    CHECK(doc.root.type == JSON_OBJECT && doc.root.len == 5, "object has 5 members in order");
+    const JsonValue *a = json_get(&doc.root, "a");
+    CHECK(a && a->type == JSON_ARRAY && a->len == 3, "first 'a' wins and is an array of 3");
+    CHECK(a && a->items[1].number.integer == 2, "a[1] == 2");
+    CHECK(a && json_get(&a->items[2], "b") && json_get(&a->items[2], "b")->type == JSON_NULL, "a[2].b is null");
+    CHECK(json_get(&doc.root, "c")->type == JSON_OBJECT && json_get(&doc.root, "c")->len == 0, "empty object");
+    CHECK(json_get(&doc.root, "d")->type == JSON_ARRAY && json_get(&doc.root, "d")->len == 0, "empty array");
+    CHECK(json_get(&doc.root, "zz") == NULL, "missing key gives NULL");
+    CHECK(json_get(a, "x") == NULL, "json_get on an array gives NULL");
+    CHECK(strcmp(doc.root.members[4].key, "e") == 0, "member order kept");
+    json_free(&doc);
+}
+
+static void test_depth(void) {
+    char deep[2 * JSON_MAX_DEPTH + 8];
+    size_t n = JSON_MAX_DEPTH;
+    memset(deep, '[', n);
+    memset(deep + n, ']', n);
+    deep[2 * n] = '\0';
+    accept(deep);
+    /* One level more is refused, and a huge depth does not overflow the stack. */
+    char deeper[2 * JSON_MAX_DEPTH + 8];
+    memset(deeper, '[', n + 1);
+    memset(deeper + n + 1, ']', n + 1);
+    deeper[2 * n + 2] = '\0';
+    refuse(deeper, "nesting too deep");
+    static char huge[1000001];
+    memset(huge, '[', sizeof huge - 1);
+    refuse(huge, "nesting too deep");
+}
+
+static void test_invalid(void) {
+    refuse("", "line 1, column 1: unexpected end of input");
+    refuse("   ", "line 1, column 4");
+    refuse("{\"a\": 1,\n  \"b\" 2}", "line 2, column 7: expected ':'");
+    refuse("[1, 2", "unexpected end of input");
+    refuse("[1 2]", "expected ',' or ']'");
+    refuse("[1,]", "line 1, column 4");
+    refuse("{\"a\":1,}", "expected a string key");
+    refuse("{a:1}", "expected a string key");
+    refuse("01", "unexpected data after");
+    refuse("1.", "digit expected after '.'");
+    refuse(".5", "unexpected character");
+    refuse("1e", "digit expected in exponent");
+    refuse("+1", "unexpected character");
+    refuse("-", "bad number");
+    refuse("tru", "unexpected character");
+    refuse("nul", "unexpected character");
+    refuse("True", "unexpected character");
+    refuse("\"abc", "unterminated string");
+    refuse("\"a\\x\"", "unknown escape");
+    refuse("\"\\u12\"", "bad \\u escape");
+    refuse("\"\\u12G4\"", "bad \\u escape");
+    refuse("\"\\uD800\"", "high surrogate");
+    refuse("\"\\uD800\\u0041\"", "high surrogate");
+    refuse("\"\\uDC00\"", "lone low surrogate");
+    refuse("\"a\tb\"", "control character");
+    refuse("\"a\nb\"", "control character");
+    refuse("\"\xff\"", "invalid UTF-8");
+    refuse("\"\xc0\xaf\"", "invalid UTF-8");          /* overlong '/' */
+    refuse("\"\xed\xa0\x80\"", "invalid UTF-8");      /* encoded surrogate */
+    refuse("\"\xe4\xbd\"", "invalid UTF-8");          /* truncated sequence */
+    refuse("\"\xf4\x90\x80\x80\"", "invalid UTF-8");  /* above U+10FFFF */
+    refuse("{} {}", "unexpected data after");
+    refuse("[\"a\"]]", "unexpected data after");
+    refuse("'a'", "unexpected character");
+    refuse("[NaN]", "unexpected character");
+    refuse("[Infinity]", "unexpected character");
+    refuse("{\"a\" : [1, {\"b\": [}]}", "unexpected character");
+    /* Text that is not NUL-terminated is never read past its length. */
+    JsonDoc doc;
+    Error e;
+    CHECK(json_parse(&doc, "[1, 2]xyz", 6, &e) == 0 && doc.root.len == 2, "length bounds the input");
+    json_free(&doc);
+    CHECK(json_parse(&doc, "\"abc\"", 4, &e) == -1, "string cut by the length is unterminated");
+}
+
+static void test_valid_misc(void) {
+    accept("  {\"k\" :\t[ true , false , null , -1.5e-3 , \"\" ] }\r\n");
+    accept("\"\\u0000\"");
+    accept("[[[]]]");
+    accept("1e400");   /* out of double range: parses (to infinity), RFC leaves the range open */
+}
+
+int main(void) {
+    test_scalars();
+    test_numbers();
+    test_strings();
+    test_containers();
+    test_depth();
+    test_invalid();
+    test_valid_misc();
+    return test_summary("test_json");
+}

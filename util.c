@@ -1,0 +1,137 @@
+/* util.c - error reporting, checked allocation and file reading. */
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int fail(Error *e, const char *fmt, ...) {
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static void vreport(const char *prefix, const char *fmt, va_list ap) {
+    fflush(stdout);
+    fprintf(stderr, "run: %s", prefix);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+noreturn void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vreport("", fmt, ap);
+    va_end(ap);
+    exit(1);
+}
+
+noreturn void die_usage(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vreport("", fmt, ap);
+    va_end(ap);
+    fputs("run: try 'run --help'\n", stderr);
+    exit(2);
+}
+
+void warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vreport("warning: ", fmt, ap);
+    va_end(ap);
+}
+
+int mul_size(size_t a, size_t b, size_t *out) {
+    if (b != 0 && a > SIZE_MAX / b) return -1;
+    *out = a * b;
+    return 0;
+}
+
+void *xmalloc(size_t size) {
+    void *p = malloc(size ? size : 1);
+    if (!p) die("out of memory (asked for %zu bytes)", size);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size) {
+    size_t total;
+    if (mul_size(n, size, &total) != 0) die("out of memory (%zu x %zu bytes overflows)", n, size);
+    void *p = calloc(total ? total : 1, 1);
+    if (!p) die("out of memory (asked for %zu bytes)", total);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n, size_t size) {
+    size_t total;
+    if (mul_size(n, size, &total) != 0) die("out of memory (%zu x %zu bytes overflows)", n, size);
+    void *q = realloc(p, total ? total : 1);
+    if (!q) die("out of memory (asked for %zu bytes)", total);
+    return q;
+}
+
+char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(xmalloc(n), s, n);
+}
+
+int read_file(const char *path, char **data, size_t *len, Error *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(e, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (ferror(f)) {
+            int err = errno;
+            fclose(f);
+            free(buf);
+            return fail(e, "%s: read error: %s", path, strerror(err));
+        }
+        if (feof(f)) break;
+        if (cap - n - 1 == 0) buf = xrealloc(buf, cap *= 2, 1);
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+char *path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = xmalloc(a + b + 2);
+    memcpy(p, dir, a);
+    size_t at = a;
+    if (a > 0 && dir[a - 1] != '/') p[at++] = '/';
+    memcpy(p + at, name, b + 1);
+    return p;
+}
+
+char *model_path(const char *model, const char *name) {
+    struct stat st;
+    if (stat(model, &st) == 0 && S_ISDIR(st.st_mode)) return path_join(model, name);
+    const char *slash = strrchr(model, '/');
+    if (!slash) return xstrdup(name);
+    char *dir = xmalloc((size_t)(slash - model) + 2);
+    memcpy(dir, model, (size_t)(slash - model) + 1);
+    dir[slash - model + 1] = '\0';
+    char *p = path_join(dir, name);
+    free(dir);
+    return p;
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

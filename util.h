@@ -1,0 +1,50 @@
+/* util.h - the small things every module needs: one way to report errors,
+ * checked allocation and whole-file reading. */
+#ifndef UTIL_H
+#define UTIL_H
+
+#include <stddef.h>
+#include <stdnoreturn.h>
+
+/* Library code never prints or exits: it fills an Error with one line of text
+ * and returns -1, and the caller decides what to do with it. */
+typedef struct {
+    char msg[512];
+} Error;
+
+/* Formats the message into e (when e is not NULL) and returns -1, so that a
+ * failing function can end with `return fail(e, "...", ...);`. */
+int fail(Error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The command line's way out: prints "run: <message>" on stderr and exits
+ * with status 1 (a runtime error) or 2 (a usage error). */
+noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+noreturn void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints "run: warning: <message>" on stderr and carries on. */
+void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* malloc/calloc/realloc that die with a clear message instead of returning
+ * NULL; the n * size products are checked for overflow. */
+void *xmalloc(size_t size);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n, size_t size);
+char *xstrdup(const char *s);
+
+/* a * b into *out, returning 0, or -1 when the product overflows size_t. */
+int mul_size(size_t a, size_t b, size_t *out);
+
+/* Reads a whole file into a fresh NUL-terminated buffer. */
+int read_file(const char *path, char **data, size_t *len, Error *e);
+
+/* Joins a folder and a file name with '/' into a fresh string. */
+char *path_join(const char *dir, const char *name);
+
+/* The path of a checkpoint's file `name` (e.g. "config.json"): MODEL is a
+ * checkpoint folder, or a file in it such as model.safetensors. */
+char *model_path(const char *model, const char *name);
+
+/* Seconds on a monotonic clock, for timing. */
+double now_seconds(void);
+
+#endif
