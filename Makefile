@@ -20,6 +20,8 @@ LIB_SRC = $(filter-out main.c,$(wildcard *.c))
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# Writes random-weight checkpoints for the tests (tests/make_checkpoint.c).
+FIXTURE_TOOL = $(BUILD)/tests/make_checkpoint
 # Large test fixtures are committed gzip-compressed and unpacked on demand.
 TEST_DATA = $(patsubst %.gz,%,$(wildcard tests/data/*.gz))
 
@@ -43,13 +45,13 @@ $(BUILD):
 tests/data/%: tests/data/%.gz
 	gzip -dc $< > $@
 
-test: $(BIN) $(TEST_BIN) $(TEST_DATA)
+test: $(BIN) $(TEST_BIN) $(FIXTURE_TOOL) $(TEST_DATA)
 	TESTBIN=$(BUILD)/tests RUN=./$(BIN) sh tests/run_tests.sh
 
 sanitize:
 	$(MAKE) BUILD=build-san BIN=run-san CFLAGS="$(SAN_CFLAGS)" run-san build-san-tests
 
-build-san-tests: $(TEST_BIN) $(TEST_DATA)
+build-san-tests: $(TEST_BIN) $(FIXTURE_TOOL) $(TEST_DATA)
 
 test-sanitize: sanitize
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
