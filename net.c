@@ -64,8 +64,8 @@ static int config_eos(const char *path, const JsonValue *root, Config *c, Error 
     if (n > MAX_EOS_IDS) return fail(e, "%s: more than %d eos_token_id values", path, MAX_EOS_IDS);
     for (size_t i = 0; i < n; i++) {
         if (items[i].type != JSON_NUMBER || !items[i].number.is_integer || items[i].number.integer < 0 ||
-            items[i].number.integer >= c->vocab_size)
-            return fail(e, "%s: \"eos_token_id\" must be token ids below vocab_size %d", path, c->vocab_size);
+            items[i].number.integer > INT32_MAX)
+            return fail(e, "%s: \"eos_token_id\" must be a token id or a list of them", path);
         c->eos_ids[c->n_eos++] = (int)items[i].number.integer;
     }
     return 0;
@@ -102,7 +102,7 @@ static int config_check(const char *path, const JsonValue *root, Config *c, Erro
     if (tie && tie->type != JSON_BOOL && tie->type != JSON_NULL)
         return fail(e, "%s: \"tie_word_embeddings\" must be true or false", path);
     c->tied_embeddings = tie && tie->type == JSON_BOOL && tie->boolean;
-    if (config_int(path, root, "bos_token_id", -1, c->vocab_size - 1, -1, &c->bos_id, e)) return -1;
+    if (config_int(path, root, "bos_token_id", -1, INT32_MAX, -1, &c->bos_id, e)) return -1;
     return config_eos(path, root, c, e);
 }
 

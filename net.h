@@ -26,7 +26,7 @@ typedef struct {
     float rope_theta;     /* RoPE base frequency */
     float norm_eps;       /* rms_norm_eps */
     bool tied_embeddings; /* tie_word_embeddings: the output head is the embedding matrix */
-    int bos_id;           /* bos_token_id, or -1 */
+    int bos_id;           /* bos_token_id, or -1 (ids past the vocabulary are never produced) */
     int eos_ids[MAX_EOS_IDS]; /* eos_token_id (a number or a list) */
     int n_eos;
 } Config;
