@@ -35,7 +35,8 @@ double rng_uniform(Rng *rng);
 /* The settings, as the user gives them. */
 typedef struct {
     double temperature;     /* 0 = greedy (argmax); else >= 1e-6, logits are divided by it */
-    int top_k;              /* keep the k most probable tokens; 0 = off */
+    int top_k;              /* keep the k most probable tokens (and any tied with
+                               the k-th, as HF does); 0 = off */
     double top_p;           /* in (0, 1]: keep the fewest most probable tokens whose
                                probabilities add up to top_p; 1 = off */
     double min_p;           /* in [0, 1]: keep tokens at least min_p times as probable
