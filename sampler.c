@@ -1,0 +1,338 @@
+/* sampler.c - from logits to the next token: the repetition penalty, then
+ * argmax, or temperature, top-k, top-p and min-p followed by a draw.
+ *
+ * The steps and their order are Hugging Face's (a logits processor, then the
+ * warpers in the order `generate` chains them), and so are their rules at the
+ * edges; the comment on each step says how. Where HF leaves an order among
+ * equal values unspecified, this file ranks the lower id first.
+ *
+ * Speed: the vocabulary (151,936 tokens for Qwen2) is never sorted. Top-k
+ * finds its threshold with a k-entry heap, top-p drops the surely-dropped in
+ * one pass and finds its boundary with a quickselect, and with no filter at
+ * all a step is a few linear passes. */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- random numbers ---- */
+
+void rng_seed(Rng *rng, uint64_t seed) { rng->state = seed; }
+
+uint64_t rng_next(Rng *rng) {
+    /* Step a counter by an odd constant (2^64 over the golden ratio), then
+     * scramble it with two xor-shift-multiply rounds. */
+    uint64_t z = (rng->state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+double rng_uniform(Rng *rng) { return (double)(rng_next(rng) >> 11) * 0x1p-53; }
+
+/* ---- the sampler's state ---- */
+
+struct Sampler {
+    SamplerConfig cfg;
+    int vocab_size;
+    Rng rng;
+    SamplerCandidate *candidates;  /* [vocab_size] the tokens in the running, by ascending id */
+    SamplerCandidate *ranked;      /* [vocab_size] top-p's working copy, reordered by quickselect */
+    float *heap;                   /* [top_k] top-k's k largest logits seen so far */
+    unsigned char *penalized;      /* [vocab_size] 1 for ids already penalised this step */
+};
+
+int sampler_check_config(const SamplerConfig *cfg, Error *e) {
+    /* Each test is written so that NaN fails it. Below 1e-6, dividing by the
+     * temperature could take a large logit past the range of a float. */
+    if (!(cfg->temperature == 0 || (cfg->temperature >= 1e-6 && isfinite(cfg->temperature))))
+        return fail(e, "temperature must be 0 (greedy) or at least 1e-6, got %g", cfg->temperature);
+    if (cfg->top_k < 0) return fail(e, "top-k must be >= 0 (0 = off), got %d", cfg->top_k);
+    if (!(cfg->top_p > 0 && cfg->top_p <= 1)) return fail(e, "top-p must be in (0, 1] (1 = off), got %g", cfg->top_p);
+    if (!(cfg->min_p >= 0 && cfg->min_p <= 1)) return fail(e, "min-p must be in [0, 1] (0 = off), got %g", cfg->min_p);
+    if (!(cfg->repeat_penalty > 0 && isfinite(cfg->repeat_penalty)))
+        return fail(e, "repeat penalty must be > 0 (1 = off), got %g", cfg->repeat_penalty);
+    return 0;
+}
+
+/* Whether top-k prunes anything: k at least the vocabulary keeps every token. */
+static bool top_k_on(const Sampler *s) { return s->cfg.top_k > 0 && s->cfg.top_k < s->vocab_size; }
+
+Sampler *sampler_new(const SamplerConfig *cfg, int vocab_size, Error *e) {
+    if (sampler_check_config(cfg, e) != 0) return NULL;
+    if (vocab_size <= 0) {
+        fail(e, "vocabulary size must be positive, got %d", vocab_size);
+        return NULL;
+    }
+    Sampler *s = xcalloc(1, sizeof *s);
+    s->cfg = *cfg;
+    s->vocab_size = vocab_size;
+    rng_seed(&s->rng, cfg->seed);
+    s->candidates = xcalloc((size_t)vocab_size, sizeof *s->candidates);
+    s->ranked = xcalloc((size_t)vocab_size, sizeof *s->ranked);
+    s->heap = xcalloc(top_k_on(s) ? (size_t)cfg->top_k : 0, sizeof *s->heap);
+    s->penalized = xcalloc((size_t)vocab_size, 1);
+    return s;
+}
+
+void sampler_free(Sampler *s) {
+    if (!s) return;
+    free(s->candidates);
+    free(s->ranked);
+    free(s->heap);
+    free(s->penalized);
+    free(s);
+}
+
+/* ---- repetition penalty and greedy ---- */
+
+/* HF's rule: every distinct id of the context has its logit divided by the
+ * penalty when positive and multiplied by it when negative (so a penalty > 1
+ * makes the token less likely either way), once however often it occurs. */
+static void apply_repetition_penalty(Sampler *s, float *logits, const int *context, size_t n_context) {
+    if (s->cfg.repeat_penalty == 1) return;
+    float penalty = (float)s->cfg.repeat_penalty;
+    for (size_t i = 0; i < n_context; i++) {
+        int id = context[i];
+        if (id < 0 || id >= s->vocab_size || s->penalized[id]) continue;
+        s->penalized[id] = 1;
+        logits[id] = logits[id] < 0 ? logits[id] * penalty : logits[id] / penalty;
+    }
+    /* Clear the marks through the context, not the whole vocabulary. */
+    for (size_t i = 0; i < n_context; i++)
+        if (context[i] >= 0 && context[i] < s->vocab_size) s->penalized[context[i]] = 0;
+}
+
+/* The id of the largest logit; on a tie the lowest id, as torch.argmax. */
+static int argmax(const float *logits, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* ---- top-k ---- */
+
+/* Restores the min-heap order of heap[0..n) below position i. */
+static void sift_down(float *heap, int n, int i) {
+    for (;;) {
+        int smallest = i, left = 2 * i + 1, right = left + 1;
+        if (left < n && heap[left] < heap[smallest]) smallest = left;
+        if (right < n && heap[right] < heap[smallest]) smallest = right;
+        if (smallest == i) return;
+        float t = heap[i];
+        heap[i] = heap[smallest];
+        heap[smallest] = t;
+        i = smallest;
+    }
+}
+
+/* The k-th largest of x[0..n), 0 < k < n. A min-heap holds the k largest
+ * values seen so far with the smallest of them on top, so each further value
+ * costs one comparison unless it displaces that one. */
+static float kth_largest(const float *x, int n, float *heap, int k) {
+    memcpy(heap, x, (size_t)k * sizeof *heap);
+    for (int i = k / 2 - 1; i >= 0; i--) sift_down(heap, k, i);
+    for (int i = k; i < n; i++) {
+        if (x[i] > heap[0]) {
+            heap[0] = x[i];
+            sift_down(heap, k, 0);
+        }
+    }
+    return heap[0];
+}
+
+/* Fills s->candidates with every token, or with top-k only those whose logit
+ * is at least the k-th largest: HF keeps every token tied with the k-th, so
+ * ties can leave more than k. Returns how many. */
+static size_t gather_candidates(Sampler *s, const float *logits) {
+    float threshold = top_k_on(s) ? kth_largest(logits, s->vocab_size, s->heap, s->cfg.top_k) : -INFINITY;
+    size_t n = 0;
+    for (int id = 0; id < s->vocab_size; id++)
+        if (logits[id] >= threshold) s->candidates[n++] = (SamplerCandidate){id, logits[id], 0};
+    return n;
+}
+
+/* ---- probabilities ---- */
+
+/* The ranking top-p works on: a ranks above b when it is more probable, or
+ * as probable with a lower id. */
+static bool ranks_above(const SamplerCandidate *a, const SamplerCandidate *b) {
+    return a->prob > b->prob || (a->prob == b->prob && a->id < b->id);
+}
+
+/* Sets each candidate's prob to the softmax of the logits of c[0..n), n > 0.
+ * Subtracting the largest logit first keeps exp from overflowing; the sum is
+ * kept in double so 151,936 small terms add up accurately. Returns the index
+ * of the candidate that ranks first. */
+static size_t softmax(SamplerCandidate *c, size_t n) {
+    float max = c[0].logit;
+    for (size_t i = 1; i < n; i++) max = c[i].logit > max ? c[i].logit : max;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        c[i].prob = expf(c[i].logit - max);
+        sum += c[i].prob;
+    }
+    size_t top = 0;
+    for (size_t i = 0; i < n; i++) {
+        c[i].prob = (float)(c[i].prob / sum);
+        if (ranks_above(&c[i], &c[top])) top = i;
+    }
+    return top;
+}
+
+/* ---- top-p ---- */
+
+static void swap(SamplerCandidate *a, SamplerCandidate *b) {
+    SamplerCandidate t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* One quickselect step: reorders r[lo..hi) around its middle element (the
+ * pivot) into those ranking below the pivot, the pivot, those ranking above.
+ * Returns the pivot's new index and the total probability of those below. */
+static size_t partition(SamplerCandidate *r, size_t lo, size_t hi, double *mass_below) {
+    swap(&r[lo + (hi - lo) / 2], &r[hi - 1]);
+    const SamplerCandidate pivot = r[hi - 1];
+    size_t below = lo;
+    double mass = 0;
+    for (size_t i = lo; i < hi - 1; i++) {
+        if (ranks_above(&pivot, &r[i])) {
+            mass += r[i].prob;
+            swap(&r[i], &r[below++]);
+        }
+    }
+    swap(&r[below], &r[hi - 1]);
+    *mass_below = mass;
+    return below;
+}
+
+/* The least probable candidate that top-p keeps among r[0..n) (n > 0, the
+ * first-ranked candidate among them), where `dropped` is the probability of
+ * the candidates already set aside, all ranking below these.
+ *
+ * Going up the ranking from the least probable, the running total only grows,
+ * so the dropped candidates are a bottom stretch of the ranking and a
+ * quickselect can find where it ends without sorting: each step ranks one
+ * pivot, whose running total is everything below it, and keeps looking on
+ * the side where the boundary lies. Expected time is linear in n. */
+static SamplerCandidate least_probable_kept(SamplerCandidate *r, size_t n, double dropped, float removable) {
+    /* r[0..lo) are dropped, r[hi..n) kept, r[lo..hi) not yet decided, and
+     * each of the three ranks below the next. */
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        double mass_below;
+        size_t p = partition(r, lo, hi, &mass_below);
+        double running = dropped + mass_below + r[p].prob;
+        if ((float)running <= removable) {
+            dropped = running;
+            lo = p + 1;
+        } else {
+            hi = p;
+        }
+    }
+    /* lo == n: every one would go, but the first-ranked (now last) stays. */
+    return r[lo < n ? lo : n - 1];
+}
+
+/* Top-p (nucleus), exactly by HF's rule: list the candidates from least to
+ * most probable and drop each one while the running total of probabilities,
+ * up to and including it, is <= 1 - top_p (compared in float, as HF's float32
+ * tensors do); the most probable is always kept. What stays is the fewest
+ * most probable candidates whose probabilities add up to top_p or more; a
+ * total that lands exactly on top_p stops there. c[0..n) must hold the
+ * softmax, c[top] the first-ranked. Returns how many stay, still by id. */
+static size_t top_p_filter(Sampler *s, size_t n, size_t top) {
+    SamplerCandidate *c = s->candidates;
+    float removable = (float)(1.0 - s->cfg.top_p);
+
+    /* A candidate less probable than removable / n is surely dropped: it and
+     * those ranking below it are at most n - 1 (the first-ranked is not one
+     * of them), none more probable than it, so their running total is under
+     * `removable`. Set those aside, counting their mass; with a peaked
+     * distribution that is nearly the whole vocabulary. */
+    double cutoff = removable / (double)n, dropped = 0;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (c[i].prob < cutoff && i != top) dropped += c[i].prob;
+        else s->ranked[m++] = c[i];
+    }
+    SamplerCandidate last = least_probable_kept(s->ranked, m, dropped, removable);
+
+    /* Keep those ranking at or above the boundary, in their id order. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!ranks_above(&last, &c[i])) c[kept++] = c[i];
+    return kept;
+}
+
+/* ---- min-p ---- */
+
+/* HF's rule: drop the candidates less probable than min_p times the most
+ * probable one, c[top] (which therefore always stays). Returns how many stay. */
+static size_t min_p_filter(SamplerCandidate *c, size_t n, size_t top, double min_p) {
+    float cutoff = (float)min_p * c[top].prob;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].prob >= cutoff) c[kept++] = c[i];
+    return kept;
+}
+
+/* ---- the steps together ---- */
+
+size_t sampler_candidates(Sampler *s, float *logits, const int *context, size_t n_context,
+                          const SamplerCandidate **out) {
+    const SamplerConfig *cfg = &s->cfg;
+    SamplerCandidate *c = s->candidates;
+    *out = c;
+
+    /* The penalty is a logits processor: HF applies it before greedy too. */
+    apply_repetition_penalty(s, logits, context, n_context);
+    if (cfg->temperature == 0) {
+        int best = argmax(logits, s->vocab_size);
+        c[0] = (SamplerCandidate){best, logits[best], 1};
+        return 1;
+    }
+
+    /* Temperature first: every later step sees the scaled logits. */
+    float temperature = (float)cfg->temperature;
+    for (int i = 0; i < s->vocab_size; i++) logits[i] /= temperature;
+
+    size_t n = gather_candidates(s, logits);
+    /* Top-p and min-p each judge by the softmax of what is left before them. */
+    if (cfg->top_p < 1) {
+        size_t top = softmax(c, n);
+        n = top_p_filter(s, n, top);
+    }
+    if (cfg->min_p > 0) {
+        size_t top = softmax(c, n);
+        n = min_p_filter(c, n, top, cfg->min_p);
+    }
+    softmax(c, n);
+    return n;
+}
+
+int sampler_pick(const SamplerCandidate *candidates, size_t n, double u) {
+    /* Scale u by the actual total, which rounding leaves a hair off 1. For u
+     * < 1, u * total rounds below the total, and the running total, made of
+     * the same additions, ends exactly on it: some candidate is always
+     * reached, and never one of probability 0 (it adds nothing). */
+    double total = 0;
+    for (size_t i = 0; i < n; i++) total += candidates[i].prob;
+    double target = u * total, running = 0;
+    for (size_t i = 0; i < n; i++) {
+        running += candidates[i].prob;
+        if (running > target) return candidates[i].id;
+    }
+    return candidates[n - 1].id;  /* only for u >= 1, outside the contract */
+}
+
+int sampler_sample(Sampler *s, float *logits, const int *context, size_t n_context) {
+    const SamplerCandidate *c;
+    size_t n = sampler_candidates(s, logits, context, n_context, &c);
+    if (s->cfg.temperature == 0) return c[0].id;
+    return sampler_pick(c, n, rng_uniform(&s->rng));
+}

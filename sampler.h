@@ -1,0 +1,92 @@
+/* sampler.h - turns one step's logits into the next token id, the way
+ * Hugging Face transformers' `generate` does it:
+ *
+ *   repetition penalty, then either argmax (temperature 0) or
+ *   temperature -> top-k -> top-p -> min-p -> a draw from what remains,
+ *
+ * with a seeded random generator of our own, so that a seed gives the same
+ * tokens on any machine (for the same logits). */
+#ifndef SAMPLER_H
+#define SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* ---- random numbers ---- */
+
+/* splitmix64 (Steele, Lea and Flood, 2014): 64 bits of state, any seed
+ * (0 too) gives a good stream, and the arithmetic is plain 64-bit integer
+ * arithmetic, so the stream is the same everywhere. */
+typedef struct {
+    uint64_t state;
+} Rng;
+
+void rng_seed(Rng *rng, uint64_t seed);
+uint64_t rng_next(Rng *rng);
+
+/* A number in [0, 1): the top 53 bits of rng_next() as an integer, times
+ * 2^-53. Both steps are exact in a double, so no rounding can differ. */
+double rng_uniform(Rng *rng);
+
+/* ---- the sampler ---- */
+
+/* The settings, as the user gives them. */
+typedef struct {
+    double temperature;     /* 0 = greedy (argmax); else >= 1e-6, logits are divided by it */
+    int top_k;              /* keep the k most probable tokens (and any tied with
+                               the k-th, as HF does); 0 = off */
+    double top_p;           /* in (0, 1]: keep the fewest most probable tokens whose
+                               probabilities add up to top_p; 1 = off */
+    double min_p;           /* in [0, 1]: keep tokens at least min_p times as probable
+                               as the most probable one; 0 = off */
+    double repeat_penalty;  /* > 0: weighs against tokens already in the context
+                               (> 1 discourages them, < 1 favours them); 1 = off */
+    uint64_t seed;          /* seeds the random generator */
+} SamplerConfig;
+
+/* A token still in the running after the filters. */
+typedef struct {
+    int id;
+    float logit;  /* after the repetition penalty and the temperature */
+    float prob;   /* its probability among the candidates that remain */
+} SamplerCandidate;
+
+typedef struct Sampler Sampler;
+
+/* Checks every setting's range; on a bad one returns -1 with e.g.
+ * "top-p must be in (0, 1] (1 = off), got 1.5" in e. */
+int sampler_check_config(const SamplerConfig *cfg, Error *e);
+
+/* A sampler for a vocabulary of vocab_size tokens, seeded with cfg->seed, or
+ * NULL with the reason in e when cfg does not pass sampler_check_config. */
+Sampler *sampler_new(const SamplerConfig *cfg, int vocab_size, Error *e);
+void sampler_free(Sampler *s);
+
+/* The next token, given this step's logits[vocab_size] and the context so far
+ * (prompt + generated ids, for the repetition penalty; ids outside the
+ * vocabulary are ignored). Draws exactly one random number per call, none
+ * when greedy.
+ *
+ * The logits are modified in place: they come back with the repetition
+ * penalty applied and divided by the temperature. They must not hold NaN,
+ * and at least one must be finite. */
+int sampler_sample(Sampler *s, float *logits, const int *context, size_t n_context);
+
+/* Everything sampler_sample does but the draw: penalises, filters and
+ * normalises, and points *out at the candidates left, in ascending id order,
+ * with probabilities that sum to 1 (when greedy: the argmax alone). A logit
+ * of -inf, or one far below the rest, can leave a candidate of probability
+ * 0. Returns their number. *out is the sampler's own memory, valid until the
+ * next call. The logits are modified as for sampler_sample. */
+size_t sampler_candidates(Sampler *s, float *logits, const int *context, size_t n_context,
+                          const SamplerCandidate **out);
+
+/* The draw: the candidate that u in [0, 1) lands on when the probabilities
+ * of candidates[0..n) (n > 0) are laid end to end in order - the first whose
+ * running total exceeds u times their total. Candidates of probability 0 are
+ * never picked. */
+int sampler_pick(const SamplerCandidate *candidates, size_t n, double u);
+
+#endif
