@@ -386,7 +386,7 @@ void json_free(JsonDoc *doc) {
 const JsonValue *json_get(const JsonValue *v, const char *key) {
     if (!v || v->type != JSON_OBJECT) return NULL;
     size_t n = strlen(key);
-    for (size_t i = 0; i < v->len; i++)
+    for (size_t i = v->len; i-- > 0;)
         if (v->members[i].key_len == n && memcmp(v->members[i].key, key, n) == 0) return &v->members[i].value;
     return NULL;
 }

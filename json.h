@@ -55,7 +55,7 @@ int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e);
 void json_free(JsonDoc *doc);
 
 /* The member named key of an object, or NULL when v is not an object or has
- * no such member (the first one wins if a key repeats). */
+ * no such member. If a key repeats, the last one wins, as in Python's json. */
 const JsonValue *json_get(const JsonValue *v, const char *key);
 
 /* Name of a type, for error messages: "null", "a boolean", "a number", ... */

@@ -147,6 +147,100 @@ static void test_sharded(const JsonValue *c) {
     free(logits);
 }
 
+/* ---- config.json and checkpoint errors ---- */
+
+static const char *good_config =
+    "{\"hidden_size\": 64, \"intermediate_size\": 176, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+    " \"num_key_value_heads\": 2, \"vocab_size\": 151936, \"model_type\": \"qwen2\", %s}";
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A config made of good_config with `extra` members (later ones win). */
+static void config_refused(const char *extra, const char *want) {
+    char text[2048], path[1024];
+    snprintf(text, sizeof text, good_config, extra);
+    snprintf(path, sizeof path, "%s/config.json", work);
+    write_text(path, text);
+    Config c;
+    Error e = {{0}};
+    CHECK(config_load(&c, path, &e) == -1 && strstr(e.msg, want) && strstr(e.msg, path),
+          "config with %s refused: '%s' (got '%s')", extra, want, e.msg);
+}
+
+static void test_config(void) {
+    char text[2048], path[1024];
+    snprintf(path, sizeof path, "%s/config.json", work);
+    snprintf(text, sizeof text, good_config, "\"eos_token_id\": [151645, 151643], \"head_dim\": 16, \"rope_theta\": 10000");
+    write_text(path, text);
+    Config c;
+    Error e;
+    CHECK(config_load(&c, path, &e) == 0, "good config loads");
+    CHECK(c.dim == 64 && c.hidden_dim == 176 && c.n_layers == 2 && c.n_heads == 4 && c.n_kv_heads == 2 &&
+              c.head_dim == 16 && c.vocab_size == 151936 && c.rope_theta == 10000.0f,
+          "config fields read");
+    CHECK(c.n_eos == 2 && c.eos_ids[0] == 151645 && c.eos_ids[1] == 151643, "eos id list read");
+    CHECK(c.norm_eps == 1e-6f && c.max_pos == 32768 && !c.tied_embeddings && c.bos_id == -1, "defaults for absent fields");
+
+    config_refused("\"hidden_size\": null", "\"hidden_size\" is missing");
+    config_refused("\"num_attention_heads\": 0", "\"num_attention_heads\" is 0, outside [1, 1024]");
+    config_refused("\"num_hidden_layers\": -2", "\"num_hidden_layers\" is -2");
+    config_refused("\"vocab_size\": \"151936\"", "\"vocab_size\" must be an integer, not a string");
+    config_refused("\"hidden_size\": 64.5", "must be an integer, not a fraction");
+    config_refused("\"hidden_size\": 1000000000000", "outside [1, 65536]");
+    config_refused("\"intermediate_size\": 99999999999999999999999", "must be an integer");
+    config_refused("\"num_key_value_heads\": 3", "not a multiple of num_key_value_heads 3");
+    config_refused("\"hidden_size\": 66", "hidden_size 66 is not a multiple of num_attention_heads 4");
+    config_refused("\"head_dim\": 15", "head_dim 15 is odd");
+    config_refused("\"model_type\": \"llama\"", "\"model_type\" must be \"qwen2\"");
+    config_refused("\"hidden_act\": \"gelu\"", "\"hidden_act\" must be \"silu\"");
+    config_refused("\"rope_scaling\": {\"type\": \"yarn\"}", "rope_scaling");
+    config_refused("\"use_sliding_window\": true", "sliding-window");
+    config_refused("\"rms_norm_eps\": -1", "\"rms_norm_eps\" is -1");
+    config_refused("\"rope_theta\": \"big\"", "\"rope_theta\" must be a number");
+    config_refused("\"tie_word_embeddings\": \"yes\"", "true or false");
+    config_refused("\"eos_token_id\": [1, \"2\"]", "eos_token_id");
+    write_text(path, "{\"hidden_size\": 64,");
+    CHECK(config_load(&c, path, &e) == -1 && strstr(e.msg, "line 1, column 20"), "config that is not JSON (%s)", e.msg);
+    write_text(path, "[]");
+    CHECK(config_load(&c, path, &e) == -1 && strstr(e.msg, "not a JSON object"), "config that is an array (%s)", e.msg);
+}
+
+/* Loading refuses a checkpoint that disagrees with its config. */
+static void load_refused(const char *dir, const char *config_extra, ModelOptions opt, const char *want) {
+    char text[2048], path[1024], extra[1024];
+    snprintf(extra, sizeof extra, "\"tie_word_embeddings\": true, %s", config_extra);
+    snprintf(text, sizeof text, good_config, extra);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_text(path, text);
+    Model m;
+    Error e = {{0}};
+    CHECK(model_load(&m, dir, &opt, &e) == -1 && strstr(e.msg, want), "with %s, loading refused: '%s' (got '%s')",
+          config_extra, want, e.msg);
+}
+
+static void test_load_errors(void) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/mismatch", work);
+    make_checkpoint(dir, "--seed 9");
+    ModelOptions opt = {0, 1, NULL};
+    load_refused(dir, "\"num_hidden_layers\": 3", opt, "tensor 'model.layers.2.input_layernorm.weight' is missing");
+    load_refused(dir, "\"intermediate_size\": 100", opt,
+                 "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [176, 64], expected [100, 64]");
+    load_refused(dir, "\"vocab_size\": 1000", opt, "'model.embed_tokens.weight' has shape [151936, 64], expected [1000, 64]");
+    load_refused(dir, "\"tie_word_embeddings\": false", opt, "tensor 'lm_head.weight' is missing");
+    load_refused(dir, "\"max_position_embeddings\": 100", (ModelOptions){200, 1, NULL}, "context 200 is outside [1, 100]");
+    load_refused(dir, "\"num_hidden_layers\": 1024, \"max_position_embeddings\": 16000000", (ModelOptions){16000000, 1, NULL},
+                 "more than this machine can hold");
+    load_refused(dir, "\"vocab_size\": 151936", (ModelOptions){0, 1, "f16"}, "--dtype f16: the weights are stored as bf16");
+    Model m;
+    Error e;
+    CHECK(model_load(&m, "build/no-such-model", &opt, &e) == -1 && strstr(e.msg, "No such file"), "missing folder (%s)", e.msg);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     /* The fixture tool sits beside this test program; scratch space too. */
@@ -172,5 +266,7 @@ int main(int argc, char **argv) {
         if (strcmp(json_get(&cases->items[i], "name")->string, "mha") == 0) test_sharded(&cases->items[i]);
     json_free(&doc);
     free(text);
+    test_config();
+    test_load_errors();
     return test_summary("test_net");
 }
