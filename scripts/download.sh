@@ -109,7 +109,7 @@ http_head() {
     set -- # the options that depend on the case
     if [ "$tool" = curl ]; then
         [ "$head_auth" = yes ] && [ -n "$HF_TOKEN" ] && set -- --config "$tmp/curlrc"
-        curl -sS -I --connect-timeout 30 --max-time 120 "$@" "$head_url" 2>/dev/null </dev/null |
+        curl -s -I --connect-timeout 30 --max-time 120 "$@" "$head_url" 2>/dev/null </dev/null |
             tr -d '\r' >"$tmp/headers"
     else
         [ "$head_auth" = yes ] && [ -n "$HF_TOKEN" ] && set -- --config="$tmp/wgetrc"
@@ -195,6 +195,12 @@ probe() {
     ERRCODE=$(header x-error-code)
     SIZE=$(header content-length)
     [ -n "$SIZE" ] || SIZE=$linked
+    # A CDN may sign its URLs for GET only and refuse a HEAD with 403; the
+    # hub's own answer has said that the file is there, and how big.
+    if [ "$STATUS" = 403 ] && [ "$AUTH" = no ] && [ -n "$linked" ]; then
+        STATUS=200
+        SIZE=$linked
+    fi
 }
 
 # fail_status FILE: dies with the message that fits the last probe's answer.
@@ -280,19 +286,24 @@ fetch() {
         http_get "$URL" "$AUTH" "$part"
         case $? in
         0) break ;;
+        1) why="broke off at $(human "$(size "$part")"), resuming" ;;
         2)
             # Say why, in the words of the server's answer to a probe.
             probe "$1"
             [ "$STATUS" = 200 ] || fail_status "$1"
+            why="the server refused it, then offered it again; retrying"
             ;;
         3)
             free=$(free_bytes)
             die "cannot write $part: disk full?${free:+ ($(human "$free") free)}"
             ;;
-        4) rm -f "$part" ;;
+        4)
+            rm -f "$part"
+            why="the server cannot resume it; starting again"
+            ;;
         esac
-        [ "$attempt" -lt 5 ] || die "$1: the download broke off $attempt times; run the same command again to resume"
-        say "$1: broke off at $(human "$(size "$part")"), resuming"
+        [ "$attempt" -lt 5 ] || die "$1: the download failed $attempt times; run the same command again to resume"
+        say "$1: $why"
         sleep $(((attempt - 1) * 2))
         attempt=$((attempt + 1))
     done

@@ -25,6 +25,9 @@ Fault injection, for testing the client's recovery:
                      answer with a matching Content-Length, while HEAD still
                      announces the whole size (a server that disagrees with
                      itself)
+  --cdn-refuses-head REPO/FILE
+                     HEAD on FILE's CDN URL is answered 403, as a CDN whose
+                     URLs are signed for GET only does
   --no-cdn-length    HEAD answers on /cdn/ carry no Content-Length, so the
                      client must fall back to X-Linked-Size
   --cdn-host HOST    redirect to the CDN URL on another host name for this
@@ -37,7 +40,8 @@ Fault injection, for testing the client's recovery:
 
 usage: hub_server.py ROOT [--port N] [--port-file FILE] [--log FILE]
                           [--gated REPO=TOKEN]... [--cut REPO/FILE]...
-                          [--short REPO/FILE]... [--no-cdn-length]
+                          [--short REPO/FILE]... [--cdn-refuses-head REPO/FILE]...
+                          [--no-cdn-length]
                           [--cdn-host HOST] [--missing-repo-status CODE]
 
 It listens on 127.0.0.1 only, on --port (default 0: a free port chosen by
@@ -67,6 +71,7 @@ class Hub:
         self.gated = dict(g.split("=", 1) for g in args.gated)
         self.cut_pending = set(args.cut)  # each path is cut once, then served whole
         self.short = set(args.short)
+        self.refuses_head = set(args.cdn_refuses_head)
         self.no_cdn_length = args.no_cdn_length
         self.cdn_host = args.cdn_host
         self.missing_repo_status = args.missing_repo_status
@@ -111,6 +116,8 @@ class Handler(BaseHTTPRequestHandler):
             c = CDN.match(path)
             if m:
                 status = self.resolve(m.group(1), m.group(2))
+            elif c and not send_body and "%s/%s" % (c.group(1), c.group(2)) in self.hub.refuses_head:
+                status = self.error(403, "", "Signature does not match")
             elif c:
                 status = self.serve_file(c.group(1), c.group(2), send_body, cdn=True)
             else:
@@ -234,6 +241,7 @@ def main():
     p.add_argument("--gated", action="append", default=[], metavar="REPO=TOKEN")
     p.add_argument("--cut", action="append", default=[], metavar="REPO/FILE")
     p.add_argument("--short", action="append", default=[], metavar="REPO/FILE")
+    p.add_argument("--cdn-refuses-head", action="append", default=[], metavar="REPO/FILE")
     p.add_argument("--no-cdn-length", action="store_true")
     p.add_argument("--cdn-host")
     p.add_argument("--missing-repo-status", type=int, default=404, choices=[401, 404])

@@ -43,7 +43,7 @@ printf 'X' | dd of="$hub/test/broken/model.safetensors" bs=1 seek=8 conv=notrunc
 make_repo notok --seed 4
 rm "$hub/test/notok/tokenizer.json"
 # The same checkpoint under more names: faults are set per repo and file.
-for name in gated cut cut-wget short wget; do ln -s tiny "$hub/test/$name"; done
+for name in gated cut cut-wget short wget signed; do ln -s tiny "$hub/test/$name"; done
 
 # ---- servers ----
 
@@ -250,11 +250,14 @@ path=$PATH
 # large files on a CDN under another host name, and may announce their size
 # only in X-Linked-Size. The token must never reach the CDN.
 
-start_server like-hub --gated test/gated=s3cret --missing-repo-status 401 --no-cdn-length --cdn-host localhost
+start_server like-hub --gated test/gated=s3cret --missing-repo-status 401 --no-cdn-length --cdn-host localhost \
+    --cdn-refuses-head test/signed/model.safetensors
 check "hub-like: wrong repo id answered 401: says not found" refused 1 "repo test/nope not found.*HF_TOKEN" \
     test/nope "$out/nope"
 check "hub-like: size from X-Linked-Size" ok test/tiny "$out/like-hub"
 check "hub-like: identical" same "$out/like-hub" tiny $all_files
+check "hub-like: a CDN that refuses HEAD" ok test/signed "$out/signed"
+check "hub-like: a CDN that refuses HEAD: identical" same "$out/signed" tiny model.safetensors
 token=s3cret
 check "hub-like: gated repo with HF_TOKEN" ok test/gated "$out/like-hub-gated"
 path=$tmp/bin
