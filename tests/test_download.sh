@@ -76,9 +76,10 @@ path=$PATH
 shell=$(command -v sh)
 
 # dl REPO DIR: runs the script against $endpoint, with $token as HF_TOKEN and
-# $path as PATH; keeps its stderr in $tmp/err and returns its status.
+# $path as PATH; keeps its stderr in $tmp/err and returns its status. A proxy
+# set in the environment must not see the requests to 127.0.0.1.
 dl() {
-    HF_ENDPOINT=$endpoint HF_TOKEN=$token PATH=$path RUN=$RUN \
+    HF_ENDPOINT=$endpoint HF_TOKEN=$token PATH=$path RUN=$RUN no_proxy=127.0.0.1,localhost NO_PROXY=127.0.0.1,localhost \
         "$shell" scripts/download.sh "$@" >"$tmp/out" 2>"$tmp/err"
 }
 
@@ -219,7 +220,7 @@ endpoint=$saved
 # ---- the wget path: a PATH with wget and without curl ----
 
 mkdir "$tmp/bin"
-for c in awk cat dd df dirname ls mkdir mktemp mv rm sed sleep sort tr wget; do
+for c in awk df dirname ls mkdir mktemp mv rm sed sleep sort tr wget; do # what the script runs
     ln -s "$(command -v "$c")" "$tmp/bin/$c"
 done
 path=$tmp/bin
