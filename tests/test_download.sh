@@ -6,6 +6,11 @@
 . tests/lib.sh
 
 fixture=${TESTBIN:-build/tests}/make_checkpoint
+if [ ! -x "$fixture" ]; then
+    fail "$fixture is not built (make $fixture)"
+    summary test_download
+    exit 1
+fi
 tmp=$(mktemp -d)
 pids=
 cleanup() {
