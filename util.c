@@ -1,13 +1,18 @@
 /* util.c - error reporting, checked allocation and file reading. */
 #include "util.h"
 
+/* No JSON file run reads is anywhere near this (tokenizer.json is ~11 MB). */
+#define MAX_TEXT_FILE_BYTES (1 << 30)
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 int fail(Error *e, const char *fmt, ...) {
@@ -85,22 +90,32 @@ char *xstrdup(const char *s) {
 }
 
 int read_file(const char *path, char **data, size_t *len, Error *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(e, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = xmalloc(cap);
-    for (;;) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (ferror(f)) {
-            int err = errno;
-            fclose(f);
-            free(buf);
-            return fail(e, "%s: read error: %s", path, strerror(err));
-        }
-        if (feof(f)) break;
-        if (cap - n - 1 == 0) buf = xrealloc(buf, cap *= 2, 1);
+    /* O_NONBLOCK: a FIFO given as a file must not hang the program. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return fail(e, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(e, "%s: not a regular file", path);
     }
-    fclose(f);
+    if (st.st_size > MAX_TEXT_FILE_BYTES) {
+        close(fd);
+        return fail(e, "%s: file is too large (%lld bytes)", path, (long long)st.st_size);
+    }
+    size_t size = (size_t)st.st_size, n = 0;
+    char *buf = xmalloc(size + 1);
+    while (n < size) {
+        ssize_t got = read(fd, buf + n, size - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            int err = got < 0 ? errno : 0;
+            close(fd);
+            free(buf);
+            return fail(e, "%s: read error: %s", path, err ? strerror(err) : "file shrank while reading");
+        }
+        n += (size_t)got;
+    }
+    close(fd);
     buf[n] = '\0';
     *data = buf;
     *len = n;

@@ -34,7 +34,7 @@ char *xstrdup(const char *s);
 /* a * b into *out, returning 0, or -1 when the product overflows size_t. */
 int mul_size(size_t a, size_t b, size_t *out);
 
-/* Reads a whole file into a fresh NUL-terminated buffer. */
+/* Reads a whole regular file (at most 1 GiB) into a fresh NUL-terminated buffer. */
 int read_file(const char *path, char **data, size_t *len, Error *e);
 
 /* Joins a folder and a file name with '/' into a fresh string. */

@@ -1,0 +1,389 @@
+/* kernels.c - matrix products for every weight format: plain scalar
+ * definitions first, then the AVX2+FMA versions chosen at build time. */
+#include "kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define KERNELS_AVX2 1
+#endif
+
+const char *weight_type_name(WeightType t) {
+    static const char *names[] = {"f32", "f16", "bf16", "q8"};
+    return names[t];
+}
+
+size_t matrix_bytes(const Matrix *m) {
+    size_t n = (size_t)m->rows * (size_t)m->cols;
+    switch (m->type) {
+    case WEIGHT_F32: return n * 4;
+    case WEIGHT_F16:
+    case WEIGHT_BF16: return n * 2;
+    case WEIGHT_Q8: return n + n / Q8_BLOCK * sizeof(float);
+    }
+    return 0;
+}
+
+/* ---- scalar definitions ---- */
+
+float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;  /* bf16 is the top half of a float */
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF, u;
+    if (exp == 0x1F) {  /* infinity or NaN */
+        u = sign | 0x7F800000 | (mant << 13);
+    } else if (exp != 0) {  /* normal: rebias the exponent from 15 to 127 */
+        u = sign | ((exp + 112) << 23) | (mant << 13);
+    } else if (mant == 0) {
+        u = sign;
+    } else {  /* subnormal half: normalise it, it is a normal float */
+        uint32_t shifts = 0;
+        while (!(mant & 0x400)) mant <<= 1, shifts++;
+        u = sign | ((113 - shifts) << 23) | ((mant & 0x3FF) << 13);
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* W[r][k] as a float. */
+static float weight_at(const Matrix *W, int r, int k) {
+    size_t i = (size_t)r * (size_t)W->cols + (size_t)k;
+    switch (W->type) {
+    case WEIGHT_F32: return ((const float *)W->data)[i];
+    case WEIGHT_F16: return f16_to_f32(((const uint16_t *)W->data)[i]);
+    case WEIGHT_BF16: return bf16_to_f32(((const uint16_t *)W->data)[i]);
+    case WEIGHT_Q8: return (float)((const int8_t *)W->data)[i] * W->scales[i / Q8_BLOCK];
+    }
+    return 0;
+}
+
+/* The final step of every dot product: the 8 lanes added pairwise. */
+static float sum_lanes(const float lane[8]) {
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+static float row_dot_scalar(const Matrix *W, int r, const float *x) {
+    float lane[8] = {0};
+    for (int k = 0; k < W->cols; k++) lane[k % 8] += weight_at(W, r, k) * x[k];
+    return sum_lanes(lane);
+}
+
+void matmul_scalar(const Matrix *W, const float *X, int n_tokens, float *Y) {
+    for (int t = 0; t < n_tokens; t++)
+        for (int r = 0; r < W->rows; r++) Y[(size_t)t * W->rows + r] = row_dot_scalar(W, r, X + (size_t)t * W->cols);
+}
+
+void matrix_row(const Matrix *W, int r, float *out) {
+    for (int k = 0; k < W->cols; k++) out[k] = weight_at(W, r, k);
+}
+
+/* ---- threads: each thread owns a contiguous range of output rows ---- */
+
+/* Rows [*r0, *r1) for one thread, cut at multiples of 4 (the row tile). */
+static void row_range(int rows, int thread, int n_threads, int *r0, int *r1) {
+    long tiles = (rows + 3) / 4;
+    long a = tiles * thread / n_threads * 4, b = tiles * (thread + 1) / n_threads * 4;
+    *r0 = (int)(a < rows ? a : rows);
+    *r1 = (int)(b < rows ? b : rows);
+}
+
+typedef struct {
+    const Matrix *W;
+    const float *X;
+    int n_tokens;
+    float *Y;
+} MatmulJob;
+
+#ifndef KERNELS_AVX2
+
+static void matmul_task(void *arg, int thread, int n_threads) {
+    MatmulJob *job = arg;
+    int r0, r1;
+    row_range(job->W->rows, thread, n_threads, &r0, &r1);
+    for (int t = 0; t < job->n_tokens; t++)
+        for (int r = r0; r < r1; r++)
+            job->Y[(size_t)t * job->W->rows + r] = row_dot_scalar(job->W, r, job->X + (size_t)t * job->W->cols);
+}
+
+float dot(const float *a, const float *b, int n) {
+    float lane[8] = {0};
+    for (int k = 0; k < n; k++) lane[k % 8] += a[k] * b[k];
+    return sum_lanes(lane);
+}
+
+void axpy(float a, const float *x, float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+#else
+
+/* ---- AVX2 + FMA ---- */
+
+/* Same order as sum_lanes: (l0+l4, l1+l5, l2+l6, l3+l7), then pairs, then one. */
+static float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Eight weights W[i..i+8) (i = r * cols + k) widened to floats in registers. */
+static inline __attribute__((always_inline)) __m256 load_weights8(WeightType type, const Matrix *W, size_t i) {
+    switch (type) {
+    case WEIGHT_F32: return _mm256_loadu_ps((const float *)W->data + i);
+    case WEIGHT_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)W->data + i)));
+    case WEIGHT_BF16: {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)W->data + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    case WEIGHT_Q8: {
+        __m128i q = _mm_loadl_epi64((const __m128i *)((const int8_t *)W->data + i));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(W->scales[i / Q8_BLOCK]));
+    }
+    }
+    return _mm256_setzero_ps();
+}
+
+/* The last, partial group of 8 along a row (cols not a multiple of 8),
+ * zero-filled: zeros add nothing to a dot product. */
+static __m256 load_weights_tail(const Matrix *W, int r, int k) {
+    float w[8] = {0};
+    for (int j = 0; k + j < W->cols; j++) w[j] = weight_at(W, r, k + j);
+    return _mm256_loadu_ps(w);
+}
+
+static __m256 load_tail(const float *x, int n) {
+    float v[8] = {0};
+    memcpy(v, x, (size_t)n * sizeof *x);
+    return _mm256_loadu_ps(v);
+}
+
+/* Matrix-vector (one token): R rows at a time straight from the weights,
+ * each row with its own 8-lane accumulator. */
+static inline __attribute__((always_inline)) void matvec_rows(WeightType type, const Matrix *W, int r, int R,
+                                                              const float *x, float *y) {
+    int K = W->cols, kfull = K & ~7;
+    __m256 acc[4];
+    for (int j = 0; j < R; j++) acc[j] = _mm256_setzero_ps();
+    for (int k = 0; k < kfull; k += 8) {
+        __m256 xv = _mm256_loadu_ps(x + k);
+        for (int j = 0; j < R; j++)
+            acc[j] = _mm256_fmadd_ps(load_weights8(type, W, (size_t)(r + j) * K + k), xv, acc[j]);
+    }
+    if (kfull < K) {
+        __m256 xv = load_tail(x + kfull, K - kfull);
+        for (int j = 0; j < R; j++) acc[j] = _mm256_fmadd_ps(load_weights_tail(W, r + j, kfull), xv, acc[j]);
+    }
+    for (int j = 0; j < R; j++) y[r + j] = hsum(acc[j]);
+}
+
+static inline __attribute__((always_inline)) void matvec_range(WeightType type, const Matrix *W, const float *x,
+                                                               float *y, int r0, int r1) {
+    int r = r0;
+    for (; r + 4 <= r1; r += 4) matvec_rows(type, W, r, 4, x, y);
+    for (; r < r1; r++) matvec_rows(type, W, r, 1, x, y);
+}
+
+/* One copy of the loop per weight format, so the format is not tested in it. */
+static void matvec_f32(const Matrix *W, const float *x, float *y, int r0, int r1) { matvec_range(WEIGHT_F32, W, x, y, r0, r1); }
+static void matvec_f16(const Matrix *W, const float *x, float *y, int r0, int r1) { matvec_range(WEIGHT_F16, W, x, y, r0, r1); }
+static void matvec_bf16(const Matrix *W, const float *x, float *y, int r0, int r1) { matvec_range(WEIGHT_BF16, W, x, y, r0, r1); }
+static void matvec_q8(const Matrix *W, const float *x, float *y, int r0, int r1) { matvec_range(WEIGHT_Q8, W, x, y, r0, r1); }
+
+static void matvec(const Matrix *W, const float *x, float *y, int r0, int r1) {
+    switch (W->type) {
+    case WEIGHT_F32: matvec_f32(W, x, y, r0, r1); break;
+    case WEIGHT_F16: matvec_f16(W, x, y, r0, r1); break;
+    case WEIGHT_BF16: matvec_bf16(W, x, y, r0, r1); break;
+    case WEIGHT_Q8: matvec_q8(W, x, y, r0, r1); break;
+    }
+}
+
+/* Matrix-matrix (a block of tokens). The weights of TILE_R rows are widened
+ * once into a float panel, KC columns at a time, and reused for every token
+ * of the block; a register tile of TILE_R rows x TILE_T tokens keeps 12
+ * accumulators busy. The accumulators persist in memory between column
+ * chunks, so every sum still runs over k in order, exactly as in matvec. */
+enum { TILE_R = 4, TILE_T = 3, KC = 256, TOKEN_BLOCK = 48 };
+
+/* panel[j][0..kc) = W[r+j][k0..k0+kc), zero-padded to a multiple of 8. */
+static void pack_panel(const Matrix *W, int r, int R, int k0, int kc, float *panel) {
+    int kfull = kc & ~7;
+    for (int j = 0; j < R; j++) {
+        float *dst = panel + j * KC;
+        size_t row = (size_t)(r + j) * W->cols + k0;
+        for (int k = 0; k < kfull; k += 8) {
+            __m256 w;
+            switch (W->type) {
+            case WEIGHT_F32: w = load_weights8(WEIGHT_F32, W, row + k); break;
+            case WEIGHT_F16: w = load_weights8(WEIGHT_F16, W, row + k); break;
+            case WEIGHT_BF16: w = load_weights8(WEIGHT_BF16, W, row + k); break;
+            default: w = load_weights8(WEIGHT_Q8, W, row + k); break;
+            }
+            _mm256_store_ps(dst + k, w);
+        }
+        if (kfull < kc) _mm256_store_ps(dst + kfull, load_weights_tail(W, r + j, k0 + kfull));
+    }
+}
+
+/* acc[t][j] += panel row j times token t over one column chunk of kc. */
+static inline __attribute__((always_inline)) void tile(int R, int T, const float *panel, const float *x, size_t ldx,
+                                                       int kc, float *acc) {
+    __m256 a[TILE_R * TILE_T];
+    for (int i = 0; i < R * T; i++) a[i] = _mm256_load_ps(acc + 8 * i);
+    int kfull = kc & ~7;
+    for (int k = 0; k < kfull; k += 8) {
+        __m256 xv[TILE_T];
+        for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + t * ldx + k);
+        for (int j = 0; j < R; j++) {
+            __m256 w = _mm256_load_ps(panel + j * KC + k);
+            for (int t = 0; t < T; t++) a[t * R + j] = _mm256_fmadd_ps(w, xv[t], a[t * R + j]);
+        }
+    }
+    if (kfull < kc) {
+        for (int t = 0; t < T; t++) {
+            __m256 xv = load_tail(x + t * ldx + kfull, kc - kfull);
+            for (int j = 0; j < R; j++) a[t * R + j] = _mm256_fmadd_ps(_mm256_load_ps(panel + j * KC + kfull), xv, a[t * R + j]);
+        }
+    }
+    for (int i = 0; i < R * T; i++) _mm256_store_ps(acc + 8 * i, a[i]);
+}
+
+/* The tile shapes, each compiled with its sizes known. */
+static void tile_dispatch(int R, int T, const float *panel, const float *x, size_t ldx, int kc, float *acc) {
+    if (R == 4 && T == 3) tile(4, 3, panel, x, ldx, kc, acc);
+    else if (R == 4 && T == 2) tile(4, 2, panel, x, ldx, kc, acc);
+    else if (R == 4) tile(4, 1, panel, x, ldx, kc, acc);
+    else if (T == 3) tile(1, 3, panel, x, ldx, kc, acc);
+    else if (T == 2) tile(1, 2, panel, x, ldx, kc, acc);
+    else tile(1, 1, panel, x, ldx, kc, acc);
+}
+
+static void gemm(const Matrix *W, const float *X, int n, float *Y, int r0, int r1) {
+    _Alignas(32) float panel[TILE_R * KC];
+    _Alignas(32) float acc[TOKEN_BLOCK * TILE_R * 8];
+    int K = W->cols;
+    for (int t0 = 0; t0 < n; t0 += TOKEN_BLOCK) {
+        int tn = n - t0 < TOKEN_BLOCK ? n - t0 : TOKEN_BLOCK;
+        for (int r = r0; r < r1;) {
+            int R = r1 - r >= TILE_R ? TILE_R : 1;
+            memset(acc, 0, sizeof acc);
+            for (int k0 = 0; k0 < K; k0 += KC) {
+                int kc = K - k0 < KC ? K - k0 : KC;
+                pack_panel(W, r, R, k0, kc, panel);
+                for (int t = 0; t < tn; t += TILE_T) {
+                    int T = tn - t < TILE_T ? tn - t : TILE_T;
+                    tile_dispatch(R, T, panel, X + (size_t)(t0 + t) * K + k0, (size_t)K, kc, acc + (size_t)t * R * 8);
+                }
+            }
+            for (int t = 0; t < tn; t++)
+                for (int j = 0; j < R; j++) Y[(size_t)(t0 + t) * W->rows + r + j] = hsum(_mm256_load_ps(acc + (t * R + j) * 8));
+            r += R;
+        }
+    }
+}
+
+static void matmul_task(void *arg, int thread, int n_threads) {
+    MatmulJob *job = arg;
+    int r0, r1;
+    row_range(job->W->rows, thread, n_threads, &r0, &r1);
+    if (r0 >= r1) return;
+    if (job->n_tokens == 1) matvec(job->W, job->X, job->Y, r0, r1);
+    else gemm(job->W, job->X, job->n_tokens, job->Y, r0, r1);
+}
+
+float dot(const float *a, const float *b, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 8 <= n; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
+    if (k < n) acc = _mm256_fmadd_ps(load_tail(a + k, n - k), load_tail(b + k, n - k), acc);
+    return hsum(acc);
+}
+
+void axpy(float a, const float *x, float *y, int n) {
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+#endif
+
+void matmul(ThreadPool *pool, const Matrix *W, const float *X, int n_tokens, float *Y) {
+    MatmulJob job = {W, X, n_tokens, Y};
+    pool_run(pool, matmul_task, &job);
+}
+
+/* ---- conversions made at load time ---- */
+
+typedef struct {
+    const Matrix *src;
+    Matrix *dst;
+} ConvertJob;
+
+static void to_f32_task(void *arg, int thread, int n_threads) {
+    ConvertJob *job = arg;
+    int r0, r1;
+    row_range(job->src->rows, thread, n_threads, &r0, &r1);
+    float *out = job->dst->owned;
+    for (int r = r0; r < r1; r++) matrix_row(job->src, r, out + (size_t)r * job->src->cols);
+}
+
+/* Each block of Q8_BLOCK weights gets scale = max|w| / 127 and q = round(w / scale). */
+static void to_q8_task(void *arg, int thread, int n_threads) {
+    ConvertJob *job = arg;
+    const Matrix *src = job->src;
+    int r0, r1;
+    row_range(src->rows, thread, n_threads, &r0, &r1);
+    int8_t *q = (int8_t *)job->dst->data;
+    float *scales = (float *)job->dst->scales, w[Q8_BLOCK];
+    for (int r = r0; r < r1; r++)
+        for (int b = 0; b < src->cols / Q8_BLOCK; b++) {
+            float amax = 0;
+            for (int j = 0; j < Q8_BLOCK; j++) {
+                w[j] = weight_at(src, r, b * Q8_BLOCK + j);
+                amax = fmaxf(amax, fabsf(w[j]));
+            }
+            float scale = amax / 127.0f;
+            size_t i = (size_t)r * src->cols + (size_t)b * Q8_BLOCK;
+            scales[i / Q8_BLOCK] = scale;
+            for (int j = 0; j < Q8_BLOCK; j++) q[i + j] = (int8_t)(scale > 0 ? lrintf(w[j] / scale) : 0);
+        }
+}
+
+Matrix matrix_to_f32(ThreadPool *pool, const Matrix *src) {
+    Matrix m = {WEIGHT_F32, src->rows, src->cols, NULL, NULL, NULL};
+    m.owned = xcalloc((size_t)src->rows * (size_t)src->cols, sizeof(float));
+    m.data = m.owned;
+    ConvertJob job = {src, &m};
+    pool_run(pool, to_f32_task, &job);
+    return m;
+}
+
+Matrix matrix_to_q8(ThreadPool *pool, const Matrix *src) {
+    Matrix m = {WEIGHT_Q8, src->rows, src->cols, NULL, NULL, NULL};
+    size_t n = (size_t)src->rows * (size_t)src->cols;
+    /* One allocation: the scales first (aligned), then the int8 weights. */
+    m.owned = xmalloc(n / Q8_BLOCK * sizeof(float) + n);
+    m.scales = m.owned;
+    m.data = (int8_t *)m.owned + n / Q8_BLOCK * sizeof(float);
+    ConvertJob job = {src, &m};
+    pool_run(pool, to_q8_task, &job);
+    return m;
+}
+
+void matrix_free(Matrix *m) {
+    free(m->owned);
+    m->owned = NULL;
+}
