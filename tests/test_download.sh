@@ -31,11 +31,13 @@ if [ ! -f "$tokenizer" ]; then
     echo '{"model": {"type": "BPE", "vocab": {}, "merges": []}}' >"$tokenizer"
 fi
 # make_repo NAME MAKE_CHECKPOINT_FLAGS...: a repo with the files a checkpoint
-# folder has on the hub.
+# folder has on the hub. The model is tiny, but keeps Qwen2's vocabulary so
+# that the tokenizer fits it (the weights are then 4.9 MB).
 make_repo() {
     r=$hub/test/$1
     shift
-    "$fixture" "$r" --set vocab_size=1000 "$@" >/dev/null || return 1
+    "$fixture" "$r" --set hidden_size=16 --set intermediate_size=32 --set num_attention_heads=2 \
+        --set num_key_value_heads=1 "$@" >/dev/null || return 1
     cp "$tokenizer" "$r/tokenizer.json"
     echo '{"model_max_length": 32768}' >"$r/tokenizer_config.json"
 }
@@ -207,7 +209,7 @@ printf '#!/bin/sh\necho "Filesystem 1024-blocks Used Available Capacity Mounted 
     >"$tmp/dfbin/df"
 chmod +x "$tmp/dfbin/df"
 path=$tmp/dfbin:$PATH
-check "full disk (df): status 1, says so" refused 1 "not enough space in .*needs [0-9.]* kB, 1.0 kB free" \
+check "full disk (df): status 1, says so" refused 1 "not enough space in .*needs [0-9.]* MB, 1.0 kB free" \
     test/tiny "$out/full"
 path=$PATH
 # A full disk during the download: writing to /dev/full fails with ENOSPC.
@@ -277,6 +279,7 @@ check "hub-like: the token never went to the CDN" no_token_to_cdn
 
 # ---- the check with ./run info ----
 
-check "broken header: status 1, run's message" refused 1 "info rejects .*broken" test/broken "$out/broken"
+check "broken header: status 1, with run's message" refused 1 \
+    "info rejects .*/broken: .*/broken/model.safetensors: header" test/broken "$out/broken"
 
 summary test_download
