@@ -18,7 +18,7 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
+trap 'exit 1' HUP INT PIPE TERM # so that the EXIT trap runs
 
 # ---- the served repos: test/<name> under $hub ----
 
