@@ -1,5 +1,6 @@
 # Makefile for run.
 #   make                 build ./run (-O3 -march=native by default)
+#   make chat            build ./run, download the model if needed, chat with it
 #   make test            build everything and run the whole test suite
 #   make sanitize        build ./run-san and the tests with ASan + UBSan
 #   make test-sanitize   run the whole test suite under the sanitizers
@@ -24,10 +25,13 @@ TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 FIXTURE_TOOL = $(BUILD)/tests/make_checkpoint
 # Large test fixtures are committed gzip-compressed and unpacked on demand.
 TEST_DATA = $(patsubst %.gz,%,$(wildcard tests/data/*.gz))
+# The model `make chat` talks to: a Hugging Face repo id, downloaded once
+# into models/<name>, or a local checkpoint folder, used as it is.
+MODEL ?= Qwen/Qwen2.5-0.5B-Instruct
 
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
 
-.PHONY: all test sanitize test-sanitize clean
+.PHONY: all chat test sanitize test-sanitize clean
 all: $(BIN)
 
 $(BIN): $(BUILD)/main.o $(LIB_OBJ)
@@ -41,6 +45,17 @@ $(BUILD)/tests/%: tests/%.c tests/test.c tests/test.h $(LIB_OBJ) $(wildcard *.h)
 
 $(BUILD):
 	mkdir -p $(BUILD)/tests
+
+# A folder that ./run info accepts is not downloaded again, so chatting with
+# a downloaded model needs no network; otherwise download.sh fetches what is
+# missing (and resumes what was interrupted).
+chat: $(BIN)
+	@if [ -d '$(MODEL)' ]; then dir='$(MODEL)'; else \
+	  dir='models/$(notdir $(MODEL))'; \
+	  ./$(BIN) info "$$dir" >/dev/null 2>&1 || \
+	    RUN=./$(BIN) sh scripts/download.sh '$(MODEL)' "$$dir" || exit 1; \
+	fi; \
+	exec ./$(BIN) chat "$$dir"
 
 tests/data/%: tests/data/%.gz
 	gzip -dc $< > $@
