@@ -226,6 +226,95 @@ static int cmd_fwd(int argc, char **argv) {
     return 0;
 }
 
+/* ---- bench ---- */
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int argmax(const float *v, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+static int cmd_bench(int argc, char **argv) {
+    const char *path = NULL;
+    int n_prompt = 128, n_gen = 64, repeats = 3, depth = 0;
+    ModelOptions opt = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            printf("usage: run bench MODEL [flags]\n\n"
+                   "Times prefill of a prompt (one batch) and decoding (one token at a time),\n"
+                   "and prints the median speed of the repeats as its last two lines:\n"
+                   "  ppP: X tok/s   and   tgN: Y tok/s\n\n"
+                   "flags:\n"
+                   "  -p N            prompt tokens to prefill (default 128)\n"
+                   "  -n N            tokens to decode (default 64)\n"
+                   "  -r N            repeats (default 3)\n"
+                   "  --depth D       tokens already in the KV cache before each test (default 0),\n"
+                   "                  to measure speed at long context\n%s",
+                   model_flags_help);
+            return 0;
+        }
+        if (parse_model_flag(argc, argv, &i, &opt)) continue;
+        if (strcmp(a, "-p") == 0) n_prompt = (int)parse_long(a, flag_value(argc, argv, &i), 1, 1 << 20);
+        else if (strcmp(a, "-n") == 0) n_gen = (int)parse_long(a, flag_value(argc, argv, &i), 1, 1 << 20);
+        else if (strcmp(a, "-r") == 0) repeats = (int)parse_long(a, flag_value(argc, argv, &i), 1, 1000);
+        else if (strcmp(a, "--depth") == 0) depth = (int)parse_long(a, flag_value(argc, argv, &i), 0, 1 << 24);
+        else if (a[0] == '-' || path) die_usage("bench: unexpected argument '%s'", a);
+        else path = a;
+    }
+    if (!path) die_usage("bench: MODEL is missing");
+    if (!opt.context) opt.context = depth + (n_prompt > n_gen ? n_prompt : n_gen);
+    Model m;
+    load_model(&m, path, &opt);
+    int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth;
+    if ((long)depth + n_prompt > m.seq_len || (long)depth + n_gen > m.seq_len)
+        die("depth %d + %d tokens do not fit the context of %d (-c)", depth, n_prompt > n_gen ? n_prompt : n_gen, m.seq_len);
+
+    /* A fixed, arbitrary prompt of valid ids. */
+    int *tokens = xmalloc((size_t)longest * sizeof *tokens);
+    for (int i = 0; i < longest; i++) tokens[i] = (int)((i * 7919L + 13) % vocab);
+    printf("model %s: %s weights, %.1f MB, %d threads\n", path, weight_type_name(m.dtype), model_weight_bytes(&m) / 1e6,
+           pool_size(m.pool));
+
+    /* A first token maps the weights in; then the cache is filled to the depth. */
+    forward(&m, tokens, 1, 0, false);
+    if (depth > 0) {
+        double t0 = now_seconds();
+        forward_prompt(&m, tokens, depth, 0);
+        printf("filled the KV cache to depth %d in %.2f s\n", depth, now_seconds() - t0);
+    }
+    double *pp = xmalloc((size_t)repeats * sizeof *pp), *tg = xmalloc((size_t)repeats * sizeof *tg);
+    for (int r = 0; r < repeats; r++) {
+        double t0 = now_seconds();
+        forward_prompt(&m, tokens, n_prompt, depth);
+        pp[r] = n_prompt / (now_seconds() - t0);
+
+        int token = tokens[0];
+        t0 = now_seconds();
+        for (int i = 0; i < n_gen; i++) token = argmax(forward(&m, &token, 1, depth + i, false), vocab);
+        tg[r] = n_gen / (now_seconds() - t0);
+        printf("repeat %d: prefill %.1f tok/s, decode %.1f tok/s\n", r + 1, pp[r], tg[r]);
+    }
+    printf("pp%d: %.1f tok/s\n", n_prompt, median(pp, repeats));
+    printf("tg%d: %.1f tok/s\n", n_gen, median(tg, repeats));
+    free(pp);
+    free(tg);
+    free(tokens);
+    model_free(&m);
+    return 0;
+}
+
 /* ---- subcommands ---- */
 
 typedef struct {
@@ -237,6 +326,7 @@ typedef struct {
 static const Command commands[] = {
     {"info", cmd_info, "print a checkpoint's configuration, tensors and memory needs"},
     {"fwd", cmd_fwd, "run the forward pass on token ids; print the top next tokens"},
+    {"bench", cmd_bench, "time prefill and decoding (tokens per second)"},
     {NULL, NULL, NULL},
 };
 
