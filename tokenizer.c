@@ -1,0 +1,834 @@
+/* tokenizer.c - loading tokenizer.json, then encoding (added tokens, NFC,
+ * the Qwen2 regex, BPE) and decoding (bytes, lossy UTF-8, streaming). */
+#include "tokenizer.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "unicode.h"
+
+/* The largest vocabulary accepted: bounds what a hostile file can make us
+ * allocate (Qwen2 has 151,665 tokens). */
+enum { MAX_VOCAB = 1 << 22 };
+
+/* The Qwen2 pre-tokenizer regex, as tokenizer.json gives it (JSON-decoded):
+ * the one pattern implemented, by hand, in piece_end(). */
+static const char QWEN2_REGEX[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* ---- data structures ---- */
+
+/* One merge rule: tokens left and right next to each other become merged. */
+typedef struct {
+    uint64_t pair;    /* left << 32 | right; EMPTY_PAIR marks a free slot */
+    uint32_t rank;    /* position in the merges list: lower merges first */
+    int32_t merged;
+} Merge;
+
+static const uint64_t EMPTY_PAIR = UINT64_MAX;
+
+/* The ids of pieces already encoded, to skip BPE for words seen before. A
+ * fixed-size table emptied whenever it fills, so memory stays bounded. */
+enum {
+    CACHE_SLOTS = 1 << 15,
+    CACHE_MAX_ENTRIES = CACHE_SLOTS / 2,
+    CACHE_MAX_PIECE = 64,                                   /* bytes: longer pieces are not cached */
+    CACHE_KEY_BYTES = CACHE_MAX_ENTRIES * 16,
+    CACHE_IDS = CACHE_MAX_ENTRIES * 8,
+};
+
+typedef struct {
+    uint64_t hash;    /* of the piece; 0 marks a free slot */
+    uint32_t key;     /* the piece is keys[key .. key + key_len) */
+    uint32_t ids;     /* its tokens are ids[ids .. ids + n_ids) */
+    uint16_t key_len, n_ids;
+} CacheEntry;
+
+typedef struct {
+    CacheEntry *slots;  /* [CACHE_SLOTS] */
+    size_t n_entries;
+    char *keys;         /* [CACHE_KEY_BYTES] */
+    size_t keys_used;
+    int *ids;           /* [CACHE_IDS] */
+    size_t ids_used;
+} PieceCache;
+
+/* BPE's working state for one piece: its tokens as a linked list over byte
+ * positions (a token lives at the position of its first byte), and a heap
+ * of the neighbouring pairs that have a merge rule. */
+typedef struct {
+    int id;             /* -1 once merged into the token on its left */
+    size_t prev, next;  /* positions of the neighbours; NONE at the ends */
+} Symbol;
+
+typedef struct {
+    uint32_t rank;
+    int32_t merged;
+    size_t left, right;     /* positions of the two tokens */
+    int left_id, right_id;  /* their ids when the pair was pushed */
+} Candidate;
+
+static const size_t NONE = SIZE_MAX;
+
+struct Tokenizer {
+    int vocab_size;             /* largest id + 1 */
+    char *bytes;                /* every token's bytes, back to back */
+    uint32_t *start;            /* [vocab_size + 1]: token id is bytes[start[id] .. start[id + 1]),
+                                   empty when no token has that id */
+    bool *is_added;             /* [vocab_size]: an added token (not one of BPE's) */
+    uint16_t byte_char[256];    /* the byte-level alphabet: the character that shows each byte */
+    int byte_token[256];        /* the vocabulary token of each single byte, where BPE starts */
+    int *vocab;                 /* hash table of vocabulary ids by their bytes; -1: free slot */
+    size_t vocab_mask;          /* its size - 1 (a power of two) */
+    Merge *merges;              /* hash table of merge rules by pair */
+    size_t merge_mask;
+    int *added;                 /* [n_added] the added tokens' ids, longest content first */
+    int n_added;
+    bool added_starts[256];     /* whether some added token begins with this byte */
+    PieceCache cache;
+    Symbol *symbols;            /* BPE scratch, grown as pieces need */
+    size_t symbols_cap;
+    Candidate *heap;
+    size_t heap_n, heap_cap;
+};
+
+/* ---- hashing ---- */
+
+/* A 64-bit mixing function (the finalizer of splitmix64). */
+static uint64_t mix(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9u;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBu;
+    return x ^ (x >> 31);
+}
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = mix(n);
+    for (; n >= 8; s += 8, n -= 8) {
+        uint64_t word;
+        memcpy(&word, s, 8);
+        h = mix(h ^ word);
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, s, n);
+    return mix(h ^ tail);
+}
+
+static uint64_t pair_key(int left, int right) { return (uint64_t)(uint32_t)left << 32 | (uint32_t)right; }
+
+/* The size of a hash table for n entries: a power of two, at most 3/4 full. */
+static size_t table_size(size_t n) {
+    size_t size = 16;
+    while (size / 4 * 3 < n) size *= 2;
+    return size;
+}
+
+/* ---- tokens and their lookup ---- */
+
+static size_t token_len(const Tokenizer *t, int id) { return t->start[id + 1] - t->start[id]; }
+
+static bool has_token(const Tokenizer *t, int id) { return id >= 0 && id < t->vocab_size && token_len(t, id) > 0; }
+
+/* The slot of the vocabulary token with bytes s[0..n), or of the free slot
+ * where it would go. */
+static size_t vocab_slot(const Tokenizer *t, const char *s, size_t n) {
+    size_t i = hash_bytes(s, n) & t->vocab_mask;
+    for (;; i = (i + 1) & t->vocab_mask) {
+        int id = t->vocab[i];
+        if (id < 0 || (token_len(t, id) == n && memcmp(t->bytes + t->start[id], s, n) == 0)) return i;
+    }
+}
+
+static int vocab_find(const Tokenizer *t, const char *s, size_t n) { return t->vocab[vocab_slot(t, s, n)]; }
+
+static const Merge *merge_find(const Tokenizer *t, int left, int right) {
+    uint64_t key = pair_key(left, right);
+    for (size_t i = mix(key) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
+        const Merge *m = &t->merges[i];
+        if (m->pair == key) return m;
+        if (m->pair == EMPTY_PAIR) return NULL;
+    }
+}
+
+int tokenizer_vocab_size(const Tokenizer *t) { return t->vocab_size; }
+
+/* The added token whose content is s[0..n), or -1. */
+static int added_find(const Tokenizer *t, const char *s, size_t n) {
+    for (int i = 0; i < t->n_added; i++) {
+        int id = t->added[i];
+        if (token_len(t, id) == n && memcmp(t->bytes + t->start[id], s, n) == 0) return id;
+    }
+    return -1;
+}
+
+int tokenizer_find(const Tokenizer *t, const char *content, size_t len) {
+    int id = added_find(t, content, len);
+    return id >= 0 || len == 0 ? id : vocab_find(t, content, len);
+}
+
+const char *tokenizer_token(const Tokenizer *t, int id, size_t *len) {
+    if (!has_token(t, id)) return NULL;
+    *len = token_len(t, id);
+    return t->bytes + t->start[id];
+}
+
+char *tokenizer_spelling(const Tokenizer *t, int id) {
+    size_t len;
+    const char *bytes = tokenizer_token(t, id, &len);
+    if (!bytes) return NULL;
+    char *out = xmalloc(2 * len + 1);  /* a byte's character takes 1 or 2 bytes */
+    size_t n = 0;
+    if (t->is_added[id]) {
+        memcpy(out, bytes, len);
+        n = len;
+    } else {
+        for (size_t i = 0; i < len; i++) n += utf8_put(t->byte_char[(unsigned char)bytes[i]], out + n);
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* ---- loading ---- */
+
+/* GPT-2's byte-level alphabet shows every byte as a printable character:
+ * printable Latin-1 bytes as themselves, the 68 others (controls, space,
+ * DEL, NBSP, soft hyphen) as U+0100, U+0101, ... in byte order. */
+static void make_byte_level_alphabet(uint16_t byte_char[256]) {
+    uint16_t next = 256;
+    for (unsigned b = 0; b < 256; b++) {
+        bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        byte_char[b] = printable ? (uint16_t)b : next++;
+    }
+}
+
+/* The inverse of the alphabet: the byte each character shows, -1 for none. */
+enum { ALPHABET_END = 256 + 68 };
+
+/* Decodes a string of the byte-level alphabet s[0..n) into out (room for n
+ * bytes); returns the number of bytes, or -1 when a character is not in the
+ * alphabet. */
+static long byte_level_decode(const int16_t *char_byte, const char *s, size_t n, char *out) {
+    long len = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        unsigned char lead = (unsigned char)s[i];
+        if (lead < 0x80) {
+            c = lead, i++;
+        } else if (lead >= 0xC2 && lead <= 0xDF && i + 1 < n && ((unsigned char)s[i + 1] & 0xC0) == 0x80) {
+            c = (uint32_t)(lead & 0x1F) << 6 | ((unsigned char)s[i + 1] & 0x3F), i += 2;
+        } else {
+            return -1;
+        }
+        if (c >= ALPHABET_END || char_byte[c] < 0) return -1;
+        out[len++] = (char)char_byte[c];
+    }
+    return len;
+}
+
+/* Up to 40 bytes of s, with control characters as '?', for error messages. */
+static const char *shown(const char *s, size_t n, char out[48]) {
+    size_t cut = n <= 40 ? n : 40;
+    while (cut < n && cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--;
+    for (size_t i = 0; i < cut; i++) out[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7F ? '?' : s[i];
+    strcpy(out + cut, cut < n ? "..." : "");
+    return out;
+}
+
+static bool is_string(const JsonValue *v, const char *s) {
+    return v && v->type == JSON_STRING && v->len == strlen(s) && memcmp(v->string, s, v->len) == 0;
+}
+
+static bool is_null(const JsonValue *v) { return !v || v->type == JSON_NULL; }
+
+static bool is_false(const JsonValue *v) { return is_null(v) || (v->type == JSON_BOOL && !v->boolean); }
+
+static bool is_empty_string(const JsonValue *v) { return is_null(v) || is_string(v, ""); }
+
+/* The "type" of a pipeline section, for messages: "BPE", "NFKC", ... */
+static const char *type_of(const JsonValue *section) {
+    const JsonValue *type = json_get(section, "type");
+    return !section ? "(missing)" : type && type->type == JSON_STRING ? type->string : "(no type)";
+}
+
+/* Checks that tokenizer.json describes the pipeline implemented here. */
+static int check_pipeline(const JsonValue *root, Error *e) {
+    const JsonValue *model = json_get(root, "model");
+    if (!model || model->type != JSON_OBJECT) return fail(e, "no \"model\" object");
+    if (!is_string(json_get(model, "type"), "BPE"))
+        return fail(e, "model type %s is not supported (only BPE)", type_of(model));
+    if (!is_null(json_get(model, "dropout")) || !is_false(json_get(model, "byte_fallback")) ||
+        !is_false(json_get(model, "ignore_merges")) || !is_empty_string(json_get(model, "continuing_subword_prefix")) ||
+        !is_empty_string(json_get(model, "end_of_word_suffix")))
+        return fail(e, "BPE options (dropout, byte_fallback, ignore_merges, subword prefix or suffix) are not supported");
+
+    const JsonValue *normalizer = json_get(root, "normalizer");
+    if (!is_null(normalizer) && !is_string(json_get(normalizer, "type"), "NFC"))
+        return fail(e, "normalizer %s is not supported (only NFC or none)", type_of(normalizer));
+
+    /* Sequence[Split(Qwen2 regex, Isolated), ByteLevel(no prefix space, no regex)] */
+    const JsonValue *pre = json_get(root, "pre_tokenizer");
+    const JsonValue *steps = json_get(pre, "pretokenizers");
+    const JsonValue *split = steps && steps->type == JSON_ARRAY && steps->len == 2 ? &steps->items[0] : NULL;
+    const JsonValue *byte_level = split ? &steps->items[1] : NULL;
+    if (!is_string(json_get(pre, "type"), "Sequence") || !is_string(json_get(split, "type"), "Split") ||
+        !is_string(json_get(byte_level, "type"), "ByteLevel"))
+        return fail(e, "pre_tokenizer is not the Qwen2 one (Sequence of Split and ByteLevel)");
+    if (!is_string(json_get(json_get(split, "pattern"), "Regex"), QWEN2_REGEX))
+        return fail(e, "pre_tokenizer regex is not the Qwen2 one");
+    if (!is_string(json_get(split, "behavior"), "Isolated") || !is_false(json_get(split, "invert")))
+        return fail(e, "pre_tokenizer Split options are not supported (need Isolated, not inverted)");
+    if (!is_false(json_get(byte_level, "add_prefix_space")) || !is_false(json_get(byte_level, "use_regex")))
+        return fail(e, "pre_tokenizer ByteLevel options are not supported (add_prefix_space, use_regex)");
+
+    const JsonValue *decoder = json_get(root, "decoder");
+    if (!is_string(json_get(decoder, "type"), "ByteLevel"))
+        return fail(e, "decoder %s is not supported (only ByteLevel)", type_of(decoder));
+    const JsonValue *post = json_get(root, "post_processor");
+    if (!is_null(post) && !is_string(json_get(post, "type"), "ByteLevel"))
+        return fail(e, "post_processor %s is not supported (only ByteLevel or none)", type_of(post));
+    if (!is_null(json_get(root, "truncation")) || !is_null(json_get(root, "padding")))
+        return fail(e, "truncation and padding are not supported");
+    return 0;
+}
+
+/* Whether v is a token id: an integer in [0, MAX_VOCAB). */
+static bool is_id(const JsonValue *v) {
+    return v && v->type == JSON_NUMBER && v->number.is_integer && v->number.integer >= 0 &&
+           v->number.integer < MAX_VOCAB;
+}
+
+/* Checks one entry of "added_tokens" (the i-th). */
+static int check_added(const JsonValue *a, size_t i, Error *e) {
+    const JsonValue *content = json_get(a, "content"), *special = json_get(a, "special");
+    if (!is_id(json_get(a, "id"))) return fail(e, "added token %zu: \"id\" is not an integer in [0, %d)", i, MAX_VOCAB);
+    if (!content || content->type != JSON_STRING || content->len == 0)
+        return fail(e, "added token %zu: \"content\" is not a non-empty string", i);
+    if (special && special->type != JSON_BOOL) return fail(e, "added token %zu: \"special\" is not a boolean", i);
+    if (!is_false(json_get(a, "lstrip")) || !is_false(json_get(a, "rstrip")) || !is_false(json_get(a, "single_word")) ||
+        !is_false(json_get(a, "normalized")))
+        return fail(e, "added token %zu: lstrip, rstrip, single_word and normalized are not supported", i);
+    return 0;
+}
+
+/* Records that token id is len bytes long; an id already taken is an error
+ * (every token is at least one byte, so a length of 0 means free). */
+static int claim_id(Tokenizer *t, int id, size_t len, bool added, Error *e) {
+    if (t->start[id] != 0) return fail(e, "token id %d is given twice", id);
+    if (len > UINT32_MAX) return fail(e, "token id %d is too long", id);
+    t->start[id] = (uint32_t)len;
+    t->is_added[id] = added;
+    return 0;
+}
+
+/* The number of characters of UTF-8 s[0..n): bytes that are not continuations. */
+static size_t count_chars(const char *s, size_t n) {
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) count += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return count;
+}
+
+/* Reads the vocabulary and the added tokens into t's token table. */
+static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, const int16_t *char_byte,
+                       Error *e) {
+    char buf[48];
+    if (!vocab || vocab->type != JSON_OBJECT) return fail(e, "no \"model.vocab\" object");
+    if (!is_null(added) && added->type != JSON_ARRAY)
+        return fail(e, "\"added_tokens\" is %s, not an array", json_type_name(added->type));
+    size_t n_added = is_null(added) ? 0 : added->len;
+    int64_t max_id = -1;
+    for (size_t i = 0; i < vocab->len; i++) {
+        const JsonMember *m = &vocab->members[i];
+        if (!is_id(&m->value))
+            return fail(e, "vocab token '%s': id is not an integer in [0, %d)", shown(m->key, m->key_len, buf),
+                        MAX_VOCAB);
+        if (m->key_len == 0) return fail(e, "vocab has an empty token");
+        if (m->value.number.integer > max_id) max_id = m->value.number.integer;
+    }
+    for (size_t i = 0; i < n_added; i++) {
+        if (check_added(&added->items[i], i, e) != 0) return -1;
+        int64_t id = json_get(&added->items[i], "id")->number.integer;
+        if (id > max_id) max_id = id;
+    }
+    if (max_id < 0) return fail(e, "the vocabulary is empty");
+    t->vocab_size = (int)max_id + 1;
+
+    /* Each token's length (a character of the byte-level alphabet is one
+     * byte), then from the lengths each token's offset. */
+    t->start = xcalloc((size_t)t->vocab_size + 1, sizeof *t->start);
+    t->is_added = xcalloc((size_t)t->vocab_size, sizeof *t->is_added);
+    for (size_t i = 0; i < vocab->len; i++) {
+        const JsonMember *m = &vocab->members[i];
+        if (claim_id(t, (int)m->value.number.integer, count_chars(m->key, m->key_len), false, e) != 0) return -1;
+    }
+    for (size_t i = 0; i < n_added; i++) {
+        const JsonValue *a = &added->items[i];
+        if (claim_id(t, (int)json_get(a, "id")->number.integer, json_get(a, "content")->len, true, e) != 0) return -1;
+    }
+    uint64_t total = 0;
+    for (int id = 0; id <= t->vocab_size; id++) {
+        uint64_t len = id < t->vocab_size ? t->start[id] : 0;
+        t->start[id] = (uint32_t)total;
+        total += len;
+        if (total > UINT32_MAX) return fail(e, "the tokens are too long");
+    }
+
+    /* The bytes, and the hash table of vocabulary tokens. */
+    t->bytes = xmalloc(total + 1);
+    t->vocab_mask = table_size(vocab->len) - 1;
+    t->vocab = xmalloc((t->vocab_mask + 1) * sizeof *t->vocab);
+    memset(t->vocab, 0xFF, (t->vocab_mask + 1) * sizeof *t->vocab);
+    for (size_t i = 0; i < vocab->len; i++) {
+        const JsonMember *m = &vocab->members[i];
+        int id = (int)m->value.number.integer;
+        char *dst = t->bytes + t->start[id];
+        if (byte_level_decode(char_byte, m->key, m->key_len, dst) < 0)
+            return fail(e, "vocab token '%s' is not in the byte-level alphabet", shown(m->key, m->key_len, buf));
+        size_t slot = vocab_slot(t, dst, token_len(t, id));
+        if (t->vocab[slot] >= 0) return fail(e, "vocab token '%s' is given twice", shown(m->key, m->key_len, buf));
+        t->vocab[slot] = id;
+    }
+    for (unsigned b = 0; b < 256; b++) {
+        char byte = (char)b;
+        t->byte_token[b] = vocab_find(t, &byte, 1);
+        if (t->byte_token[b] < 0) return fail(e, "the vocabulary has no token for byte 0x%02X", b);
+    }
+
+    /* The added tokens, longest first so that the first match is the longest. */
+    t->added = xmalloc((n_added ? n_added : 1) * sizeof *t->added);
+    for (size_t i = 0; i < n_added; i++) {
+        const JsonValue *content = json_get(&added->items[i], "content");
+        int id = (int)json_get(&added->items[i], "id")->number.integer;
+        if (added_find(t, content->string, content->len) >= 0)
+            return fail(e, "added token '%s' is given twice", shown(content->string, content->len, buf));
+        memcpy(t->bytes + t->start[id], content->string, content->len);
+        int k = t->n_added++;
+        while (k > 0 && token_len(t, t->added[k - 1]) < content->len) t->added[k] = t->added[k - 1], k--;
+        t->added[k] = id;
+        t->added_starts[(unsigned char)content->string[0]] = true;
+    }
+    return 0;
+}
+
+/* Reads model.merges, as "left right" strings or ["left", "right"] pairs. */
+static int load_merges(Tokenizer *t, const JsonValue *merges, const int16_t *char_byte, Error *e) {
+    char buf[48], buf2[48];
+    if (!merges || merges->type != JSON_ARRAY) return fail(e, "no \"model.merges\" array");
+    t->merge_mask = table_size(merges->len) - 1;
+    t->merges = xmalloc((t->merge_mask + 1) * sizeof *t->merges);
+    for (size_t i = 0; i <= t->merge_mask; i++) t->merges[i].pair = EMPTY_PAIR;
+    char *scratch = NULL;
+    size_t scratch_cap = 0;
+    int rc = 0;
+    for (size_t rank = 0; rank < merges->len && rc == 0; rank++) {
+        const JsonValue *m = &merges->items[rank];
+        const char *left, *right;
+        size_t left_len, right_len;
+        if (m->type == JSON_STRING) {
+            const char *space = memchr(m->string, ' ', m->len);
+            if (!space || memchr(space + 1, ' ', m->len - (size_t)(space + 1 - m->string))) {
+                rc = fail(e, "merge %zu ('%s') is not two tokens separated by one space", rank,
+                          shown(m->string, m->len, buf));
+                break;
+            }
+            left = m->string, left_len = (size_t)(space - m->string);
+            right = space + 1, right_len = m->len - left_len - 1;
+        } else if (m->type == JSON_ARRAY && m->len == 2 && m->items[0].type == JSON_STRING &&
+                   m->items[1].type == JSON_STRING) {
+            left = m->items[0].string, left_len = m->items[0].len;
+            right = m->items[1].string, right_len = m->items[1].len;
+        } else {
+            rc = fail(e, "merge %zu is neither a \"left right\" string nor a pair of strings", rank);
+            break;
+        }
+        /* Decode both halves side by side: together they spell the merge. */
+        if (left_len + right_len > scratch_cap) scratch = xrealloc(scratch, scratch_cap = left_len + right_len, 1);
+        long a = byte_level_decode(char_byte, left, left_len, scratch);
+        long b = a < 0 ? -1 : byte_level_decode(char_byte, right, right_len, scratch + a);
+        int left_id = a > 0 ? vocab_find(t, scratch, (size_t)a) : -1;
+        int right_id = b > 0 ? vocab_find(t, scratch + a, (size_t)b) : -1;
+        int merged = left_id >= 0 && right_id >= 0 ? vocab_find(t, scratch, (size_t)(a + b)) : -1;
+        if (left_id < 0 || right_id < 0) {
+            rc = fail(e, "merge %zu: '%s' is not in the vocabulary", rank,
+                      left_id < 0 ? shown(left, left_len, buf) : shown(right, right_len, buf));
+            break;
+        }
+        if (merged < 0) {
+            rc = fail(e, "merge %zu: the token it makes ('%s' + '%s') is not in the vocabulary", rank,
+                      shown(left, left_len, buf), shown(right, right_len, buf2));
+            break;
+        }
+        uint64_t key = pair_key(left_id, right_id);
+        size_t slot = mix(key) & t->merge_mask;
+        while (t->merges[slot].pair != EMPTY_PAIR && t->merges[slot].pair != key) slot = (slot + 1) & t->merge_mask;
+        if (t->merges[slot].pair == key) {
+            rc = fail(e, "merge %zu repeats merge %u", rank, t->merges[slot].rank);
+            break;
+        }
+        t->merges[slot] = (Merge){key, (uint32_t)rank, merged};
+    }
+    free(scratch);
+    return rc;
+}
+
+Tokenizer *tokenizer_load(const char *path, Error *e) {
+    char *text;
+    size_t len;
+    if (read_file(path, &text, &len, e) != 0) return NULL;
+    JsonDoc doc;
+    Error why;
+    int rc = json_parse(&doc, text, len, &why);
+    free(text);
+    if (rc != 0) {
+        fail(e, "%s: %s", path, why.msg);
+        return NULL;
+    }
+    Tokenizer *t = xcalloc(1, sizeof *t);
+    make_byte_level_alphabet(t->byte_char);
+    int16_t char_byte[ALPHABET_END];
+    memset(char_byte, 0xFF, sizeof char_byte);
+    for (unsigned b = 0; b < 256; b++) char_byte[t->byte_char[b]] = (int16_t)b;
+    const JsonValue *model = json_get(&doc.root, "model");
+    if (doc.root.type != JSON_OBJECT) rc = fail(&why, "not a JSON object");
+    else rc = check_pipeline(&doc.root, &why);
+    if (rc == 0) rc = load_tokens(t, json_get(model, "vocab"), json_get(&doc.root, "added_tokens"), char_byte, &why);
+    if (rc == 0) rc = load_merges(t, json_get(model, "merges"), char_byte, &why);
+    json_free(&doc);
+    if (rc != 0) {
+        fail(e, "%s: %s", path, why.msg);
+        tokenizer_free(t);
+        return NULL;
+    }
+    t->cache.slots = xcalloc(CACHE_SLOTS, sizeof *t->cache.slots);
+    t->cache.keys = xmalloc(CACHE_KEY_BYTES);
+    t->cache.ids = xmalloc(CACHE_IDS * sizeof *t->cache.ids);
+    return t;
+}
+
+void tokenizer_free(Tokenizer *t) {
+    if (!t) return;
+    free(t->bytes);
+    free(t->start);
+    free(t->is_added);
+    free(t->vocab);
+    free(t->merges);
+    free(t->added);
+    free(t->cache.slots);
+    free(t->cache.keys);
+    free(t->cache.ids);
+    free(t->symbols);
+    free(t->heap);
+    free(t);
+}
+
+/* ---- token id lists ---- */
+
+void token_ids_push(TokenIds *list, int id) {
+    if (list->n == list->cap) {
+        list->cap = list->cap ? 2 * list->cap : 64;
+        list->ids = xrealloc(list->ids, list->cap, sizeof *list->ids);
+    }
+    list->ids[list->n++] = id;
+}
+
+void token_ids_free(TokenIds *list) {
+    free(list->ids);
+    *list = (TokenIds){0};
+}
+
+/* ---- BPE ---- */
+
+static bool candidate_before(const Candidate *a, const Candidate *b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+/* Pushes the pair of tokens at positions left and right when a merge rule
+ * joins them. */
+static void push_candidate(Tokenizer *t, size_t left, size_t right) {
+    const Merge *m = merge_find(t, t->symbols[left].id, t->symbols[right].id);
+    if (!m) return;
+    if (t->heap_n == t->heap_cap) {
+        t->heap_cap = t->heap_cap ? 2 * t->heap_cap : 256;
+        t->heap = xrealloc(t->heap, t->heap_cap, sizeof *t->heap);
+    }
+    Candidate c = {m->rank, m->merged, left, right, t->symbols[left].id, t->symbols[right].id};
+    size_t i = t->heap_n++;
+    while (i > 0 && candidate_before(&c, &t->heap[(i - 1) / 2])) {
+        t->heap[i] = t->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    t->heap[i] = c;
+}
+
+static Candidate pop_candidate(Tokenizer *t) {
+    Candidate top = t->heap[0], last = t->heap[--t->heap_n];
+    size_t i = 0;
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= t->heap_n) break;
+        if (child + 1 < t->heap_n && candidate_before(&t->heap[child + 1], &t->heap[child])) child++;
+        if (!candidate_before(&t->heap[child], &last)) break;
+        t->heap[i] = t->heap[child];
+        i = child;
+    }
+    if (t->heap_n > 0) t->heap[i] = last;
+    return top;
+}
+
+/* Merges the bytes of one piece into tokens and appends their ids: while
+ * some neighbouring pair has a merge rule, the pair with the lowest rank
+ * (the leftmost of equals) becomes one token. A heap of candidate pairs
+ * makes this O(n log n); a candidate whose tokens changed since it was
+ * pushed is stale and skipped. */
+static void bpe(Tokenizer *t, const char *piece, size_t n, TokenIds *out) {
+    if (n > t->symbols_cap) t->symbols = xrealloc(t->symbols, t->symbols_cap = n, sizeof *t->symbols);
+    Symbol *sym = t->symbols;
+    for (size_t i = 0; i < n; i++)
+        sym[i] = (Symbol){t->byte_token[(unsigned char)piece[i]], i == 0 ? NONE : i - 1, i + 1 == n ? NONE : i + 1};
+    t->heap_n = 0;
+    for (size_t i = 0; i + 1 < n; i++) push_candidate(t, i, i + 1);
+    while (t->heap_n > 0) {
+        Candidate c = pop_candidate(t);
+        Symbol *left = &sym[c.left];
+        if (left->id != c.left_id || left->next != c.right || sym[c.right].id != c.right_id) continue;
+        left->id = c.merged;
+        left->next = sym[c.right].next;
+        sym[c.right].id = -1;
+        if (left->next != NONE) sym[left->next].prev = c.left;
+        if (left->prev != NONE) push_candidate(t, left->prev, c.left);
+        if (left->next != NONE) push_candidate(t, c.left, left->next);
+    }
+    for (size_t i = 0; i != NONE; i = sym[i].next) token_ids_push(out, sym[i].id);
+}
+
+/* ---- the piece cache ---- */
+
+static const CacheEntry *cache_find(const PieceCache *c, const char *piece, size_t n, uint64_t hash) {
+    for (size_t i = hash & (CACHE_SLOTS - 1);; i = (i + 1) & (CACHE_SLOTS - 1)) {
+        const CacheEntry *s = &c->slots[i];
+        if (s->hash == 0) return NULL;
+        if (s->hash == hash && s->key_len == n && memcmp(c->keys + s->key, piece, n) == 0) return s;
+    }
+}
+
+static void cache_add(PieceCache *c, const char *piece, size_t n, uint64_t hash, const int *ids, size_t n_ids) {
+    if (c->n_entries == CACHE_MAX_ENTRIES || c->keys_used + n > CACHE_KEY_BYTES || c->ids_used + n_ids > CACHE_IDS) {
+        memset(c->slots, 0, CACHE_SLOTS * sizeof *c->slots);
+        c->n_entries = c->keys_used = c->ids_used = 0;
+    }
+    size_t i = hash & (CACHE_SLOTS - 1);
+    while (c->slots[i].hash != 0) i = (i + 1) & (CACHE_SLOTS - 1);
+    c->slots[i] = (CacheEntry){hash, (uint32_t)c->keys_used, (uint32_t)c->ids_used, (uint16_t)n, (uint16_t)n_ids};
+    memcpy(c->keys + c->keys_used, piece, n);
+    memcpy(c->ids + c->ids_used, ids, n_ids * sizeof *ids);
+    c->keys_used += n;
+    c->ids_used += n_ids;
+    c->n_entries++;
+}
+
+static void encode_piece(Tokenizer *t, const char *piece, size_t n, TokenIds *out) {
+    if (n > CACHE_MAX_PIECE) {
+        bpe(t, piece, n, out);
+        return;
+    }
+    uint64_t hash = hash_bytes(piece, n) | 1;  /* never 0, the free slots' mark */
+    const CacheEntry *hit = cache_find(&t->cache, piece, n, hash);
+    if (hit) {
+        for (size_t i = 0; i < hit->n_ids; i++) token_ids_push(out, t->cache.ids[hit->ids + i]);
+        return;
+    }
+    size_t before = out->n;
+    bpe(t, piece, n, out);
+    cache_add(&t->cache, piece, n, hash, out->ids + before, out->n - before);
+}
+
+/* ---- the pre-tokenizer: the Qwen2 regex, by hand ----
+ *
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)     1. a contraction (ASCII letters, any case)
+ *   |[^\r\n\p{L}\p{N}]?\p{L}+        2. letters, after at most one other character
+ *   |\p{N}                           3. one number character
+ *   | ?[^\s\p{L}\p{N}]+[\r\n]*       4. punctuation, after at most one space
+ *   |\s*[\r\n]+                      5. white space up to its last newline
+ *   |\s+(?!\S)                       6. white space but the last one before text
+ *   |\s+                             7. white space
+ *
+ * As in Oniguruma, the first alternative that matches at a position wins,
+ * even when a later one would match more. Every character matches some
+ * alternative, so the pieces cover the whole text. */
+
+/* The regex's class of the character at s[i] (a UNICODE_LETTER, _NUMBER or
+ * _SPACE bit; none for punctuation and everything else), with its length. */
+static unsigned class_at(const char *s, size_t n, size_t i, size_t *len) {
+    uint32_t c = (unsigned char)s[i];
+    bool truncated;
+    *len = c < 0x80 ? 1 : utf8_next(s + i, n - i, &c, &truncated);
+    return unicode_class(c) & (UNICODE_LETTER | UNICODE_NUMBER | UNICODE_SPACE);
+}
+
+/* The end of the run of characters of class cls that starts at s[i]. */
+static size_t run_end(const char *s, size_t n, size_t i, unsigned cls) {
+    size_t len;
+    while (i < n && class_at(s, n, i, &len) == cls) i += len;
+    return i;
+}
+
+static bool is_newline(char c) { return c == '\r' || c == '\n'; }
+
+static char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+/* The length of the contraction ('s, 't, 're, 've, 'm, 'll, 'd in any case)
+ * at s[0] == '\'', or 0. */
+static size_t contraction_len(const char *s, size_t n) {
+    char a = n > 1 ? ascii_lower(s[1]) : 0, b = n > 2 ? ascii_lower(s[2]) : 0;
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+    return 0;
+}
+
+/* The end of the piece that starts at s[i]. */
+static size_t piece_end(const char *s, size_t n, size_t i) {
+    size_t len, next_len;
+    unsigned cls = class_at(s, n, i, &len);
+    if (s[i] == '\'') {
+        size_t m = contraction_len(s + i, n - i);
+        if (m) return i + m;
+    }
+    size_t j = (cls & (UNICODE_LETTER | UNICODE_NUMBER)) || is_newline(s[i]) ? i : i + len;
+    if (j < n && class_at(s, n, j, &next_len) == UNICODE_LETTER) return run_end(s, n, j, UNICODE_LETTER);
+    if (cls == UNICODE_NUMBER) return i + len;
+    j = s[i] == ' ' ? i + 1 : i;
+    if (j < n && class_at(s, n, j, &next_len) == 0) {
+        j = run_end(s, n, j, 0);
+        while (j < n && is_newline(s[j])) j++;
+        return j;
+    }
+    /* Here s[i] is white space: find its run, the run's last character and
+     * the end of its last newline. */
+    size_t end = i, last = i, after_newline = 0;
+    while (end < n && class_at(s, n, end, &len) == UNICODE_SPACE) {
+        if (is_newline(s[end])) after_newline = end + 1;
+        last = end;
+        end += len;
+    }
+    if (after_newline) return after_newline;  /* 5 */
+    if (end == n || last == i) return end;    /* 6 at the end of the text, or 7 */
+    return last;                              /* 6 */
+}
+
+/* Encodes text with no added tokens in it: NFC, the regex, BPE. */
+static void encode_text(Tokenizer *t, const char *s, size_t n, TokenIds *out) {
+    char *normalized = NULL;
+    if (!nfc_quick_check(s, n)) s = normalized = nfc_normalize(s, n, &n);
+    for (size_t i = 0; i < n;) {
+        size_t end = piece_end(s, n, i);
+        encode_piece(t, s + i, end - i, out);
+        i = end;
+    }
+    free(normalized);
+}
+
+/* The longest added token at s[i], or -1. */
+static int added_at(const Tokenizer *t, const char *s, size_t n, size_t i) {
+    if (!t->added_starts[(unsigned char)s[i]]) return -1;
+    for (int k = 0; k < t->n_added; k++) {
+        int id = t->added[k];
+        size_t len = token_len(t, id);
+        if (len <= n - i && memcmp(s + i, t->bytes + t->start[id], len) == 0) return id;
+    }
+    return -1;
+}
+
+size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode mode, TokenIds *out) {
+    char *valid;
+    size_t valid_len;
+    size_t n_replaced = utf8_lossy(text, len, &valid, &valid_len);
+    if (valid) text = valid, len = valid_len;
+    size_t done = 0, i = 0;  /* text[0..done) is encoded; an added token is looked for at i */
+    while (mode == ENCODE_ADDED_TOKENS && i < len) {
+        int id = added_at(t, text, len, i);
+        if (id < 0) {
+            i++;
+            continue;
+        }
+        encode_text(t, text + done, i - done, out);
+        token_ids_push(out, id);
+        i = done = i + token_len(t, id);
+    }
+    encode_text(t, text + done, len - done, out);
+    free(valid);
+    return n_replaced;
+}
+
+/* ---- decoding ---- */
+
+void decode_stream_init(DecodeStream *d, const Tokenizer *t) { *d = (DecodeStream){.tokenizer = t}; }
+
+void decode_stream_free(DecodeStream *d) {
+    free(d->out);
+    *d = (DecodeStream){0};
+}
+
+/* Feeds one byte: a character is given out once complete, U+FFFD once the
+ * pending bytes cannot be completed (then the byte starts afresh). */
+static void stream_byte(DecodeStream *d, char byte, size_t *len) {
+    d->pending[d->n_pending++] = byte;
+    uint32_t c;
+    bool truncated;
+    size_t used = utf8_next(d->pending, d->n_pending, &c, &truncated);
+    if (c != UTF8_INVALID) {
+        memcpy(d->out + *len, d->pending, used);
+        *len += used;
+        d->n_pending = 0;
+    } else if (!truncated) {
+        *len += utf8_put(UNICODE_REPLACEMENT, d->out + *len);
+        size_t rest = d->n_pending - used;  /* 0, or 1: the byte just fed */
+        d->n_pending = 0;
+        if (rest) stream_byte(d, byte, len);
+    }
+}
+
+const char *decode_stream_push(DecodeStream *d, int id, size_t *len, Error *e) {
+    size_t n;
+    const char *bytes = tokenizer_token(d->tokenizer, id, &n);
+    if (!bytes) {
+        fail(e, "token id %d is not in the vocabulary (ids 0..%d)", id, d->tokenizer->vocab_size - 1);
+        return NULL;
+    }
+    /* Each byte gives out at most 3 (U+FFFD) + 3 (a U+FFFD for the pending). */
+    if (6 * n + 4 > d->out_cap) d->out = xrealloc(d->out, d->out_cap = 6 * n + 4, 1);
+    *len = 0;
+    for (size_t i = 0; i < n; i++) stream_byte(d, bytes[i], len);
+    return d->out;
+}
+
+const char *decode_stream_flush(DecodeStream *d, size_t *len) {
+    if (d->out_cap < 4) d->out = xrealloc(d->out, d->out_cap = 4, 1);
+    *len = d->n_pending ? utf8_put(UNICODE_REPLACEMENT, d->out) : 0;
+    d->n_pending = 0;
+    return d->out;
+}
+
+int tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, char **text, size_t *len, Error *e) {
+    DecodeStream d;
+    decode_stream_init(&d, t);
+    size_t cap = 64, used = 0, piece_len;
+    char *buf = xmalloc(cap);
+    for (size_t i = 0; i <= n; i++) {
+        const char *piece = i < n ? decode_stream_push(&d, ids[i], &piece_len, e) : decode_stream_flush(&d, &piece_len);
+        if (!piece) {
+            free(buf);
+            decode_stream_free(&d);
+            return -1;
+        }
+        if (used + piece_len + 1 > cap) buf = xrealloc(buf, cap = 2 * (used + piece_len + 1), 1);
+        memcpy(buf + used, piece, piece_len);
+        used += piece_len;
+    }
+    buf[used] = '\0';
+    decode_stream_free(&d);
+    *text = buf;
+    *len = used;
+    return 0;
+}
