@@ -2,13 +2,20 @@
  *
  * Exit status: 0 on success, 1 on a runtime error (a bad file, a prompt too
  * long for the context), 2 on a usage error (an unknown flag, a bad value). */
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "kernels.h"
 #include "net.h"
+#include "json.h"
 #include "safetensors.h"
+#include "sampler.h"
+#include "tokenizer.h"
 #include "util.h"
 
 /* ---- flag values ---- */
@@ -315,6 +322,423 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+/* ---- generation settings ---- */
+
+/* How to generate: the sampler's settings, the length limit and the ids
+ * that end a reply. */
+typedef struct {
+    SamplerConfig sampling;
+    int max_new;                /* tokens to generate at most; -1: until an eos id or the context is full */
+    int eos_ids[MAX_EOS_IDS];
+    int n_eos;
+} Generation;
+
+/* The generation flags as given; NAN / -2 for "not given". */
+typedef struct {
+    double temperature, top_p, min_p, repeat_penalty;
+    long long top_k, seed, max_new;
+} GenerationFlags;
+
+static const GenerationFlags no_generation_flags = {NAN, NAN, NAN, NAN, -2, -2, -2};
+
+static const char *generation_flags_help =
+    "  -n N                 new tokens at most; -1: until an eos token or the context\n"
+    "                       is full (default: %s)\n"
+    "  --temp T             temperature; 0 = greedy (default: generation_config.json's,\n"
+    "                       or greedy when the checkpoint has none, as transformers does)\n"
+    "  --top-k K            keep the K most likely tokens; 0 = off (default: generation_config.json's, else 50)\n"
+    "  --top-p P            keep the most likely tokens up to probability P; 1 = off\n"
+    "                       (default: generation_config.json's, else 1)\n"
+    "  --min-p P            drop tokens less likely than P x the most likely; 0 = off (default 0)\n"
+    "  --repeat-penalty R   divide positive logits of tokens already in the context by R,\n"
+    "                       multiply negative ones; 1 = off (default: generation_config.json's, else 1)\n"
+    "  --seed S             seed of the sampler's random numbers (default: from the clock,\n"
+    "                       printed with the statistics so a run can be repeated)\n";
+
+static double parse_double(const char *flag, const char *value) {
+    char *end;
+    double v = strtod(value, &end);
+    if (*value == '\0' || *end != '\0' || !isfinite(v)) die_usage("%s: expected a number, got '%s'", flag, value);
+    return v;
+}
+
+/* Consumes argv[*i] (and its value) if it is a generation flag. */
+static int parse_generation_flag(int argc, char **argv, int *i, GenerationFlags *f) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--temp") == 0) f->temperature = parse_double(a, flag_value(argc, argv, i));
+    else if (strcmp(a, "--top-p") == 0) f->top_p = parse_double(a, flag_value(argc, argv, i));
+    else if (strcmp(a, "--min-p") == 0) f->min_p = parse_double(a, flag_value(argc, argv, i));
+    else if (strcmp(a, "--repeat-penalty") == 0) f->repeat_penalty = parse_double(a, flag_value(argc, argv, i));
+    else if (strcmp(a, "--top-k") == 0) f->top_k = parse_long(a, flag_value(argc, argv, i), 0, 1 << 30);
+    else if (strcmp(a, "--seed") == 0) {
+        const char *v = flag_value(argc, argv, i);
+        char *end;
+        unsigned long long seed = strtoull(v, &end, 10);
+        if (*v == '\0' || *v == '-' || *end != '\0' || seed > (unsigned long long)INT64_MAX)
+            die_usage("--seed: expected a non-negative integer, got '%s'", v);
+        f->seed = (long long)seed;
+    } else if (strcmp(a, "-n") == 0) f->max_new = parse_long(a, flag_value(argc, argv, i), -1, 1 << 30);
+    else return 0;
+    return 1;
+}
+
+/* A number from generation_config.json, or `fallback` when it is absent. */
+static double generation_number(const char *path, const JsonValue *root, const char *key, double fallback) {
+    const JsonValue *v = json_get(root, key);
+    if (!v || v->type == JSON_NULL) return fallback;
+    if (v->type != JSON_NUMBER) die("%s: \"%s\" must be a number, not %s", path, key, json_type_name(v->type));
+    return v->number.value;
+}
+
+/* The defaults, as transformers' generate takes them: from the checkpoint's
+ * generation_config.json when there is one (Qwen2.5-Instruct's samples with
+ * temperature 0.7, top-p 0.8, top-k 20, repetition penalty 1.05 and stops at
+ * ids 151645 and 151643), else greedy with config.json's eos ids. */
+static Generation generation_defaults(const char *model, const Config *c, int default_max_new) {
+    Generation g = {{0.0, 50, 1.0, 0.0, 1.0, 0}, default_max_new, {0}, c->n_eos};
+    memcpy(g.eos_ids, c->eos_ids, sizeof g.eos_ids);
+    char *path = model_path(model, "generation_config.json"), *text;
+    size_t len;
+    Error e;
+    if (access(path, F_OK) != 0) {
+        free(path);
+        return g;
+    }
+    if (read_file(path, &text, &len, &e) != 0) die("%s", e.msg);
+    JsonDoc doc;
+    if (json_parse(&doc, text, len, &e) != 0) die("%s: %s", path, e.msg);
+    const JsonValue *root = &doc.root;
+    if (root->type != JSON_OBJECT) die("%s: not a JSON object", path);
+    const JsonValue *sample = json_get(root, "do_sample");
+    if (sample && sample->type == JSON_BOOL && sample->boolean) g.sampling.temperature = generation_number(path, root, "temperature", 1.0);
+    g.sampling.top_k = (int)fmin(fmax(generation_number(path, root, "top_k", 50), 0), 1 << 30);
+    g.sampling.top_p = generation_number(path, root, "top_p", 1.0);
+    g.sampling.min_p = generation_number(path, root, "min_p", 0.0);
+    g.sampling.repeat_penalty = generation_number(path, root, "repetition_penalty", 1.0);
+    double max_new = generation_number(path, root, "max_new_tokens", -2);
+    if (max_new >= 1 && max_new <= 1 << 30) g.max_new = (int)max_new;
+    const JsonValue *eos = json_get(root, "eos_token_id");
+    if (eos && eos->type != JSON_NULL) {
+        const JsonValue *items = eos->type == JSON_ARRAY ? eos->items : eos;
+        size_t n = eos->type == JSON_ARRAY ? eos->len : 1;
+        if (n > MAX_EOS_IDS) die("%s: more than %d eos_token_id values", path, MAX_EOS_IDS);
+        g.n_eos = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (items[i].type != JSON_NUMBER || !items[i].number.is_integer || items[i].number.integer < 0 ||
+                items[i].number.integer > INT32_MAX)
+                die("%s: \"eos_token_id\" must be a token id or a list of them", path);
+            g.eos_ids[g.n_eos++] = (int)items[i].number.integer;
+        }
+    }
+    json_free(&doc);
+    free(text);
+    free(path);
+    return g;
+}
+
+/* The defaults with the flags given on top, checked. */
+static Generation generation_settings(const char *model, const Config *c, const GenerationFlags *f, int default_max_new) {
+    Generation g = generation_defaults(model, c, default_max_new);
+    if (!isnan(f->temperature)) g.sampling.temperature = f->temperature;
+    if (!isnan(f->top_p)) g.sampling.top_p = f->top_p;
+    if (!isnan(f->min_p)) g.sampling.min_p = f->min_p;
+    if (!isnan(f->repeat_penalty)) g.sampling.repeat_penalty = f->repeat_penalty;
+    if (f->top_k != -2) g.sampling.top_k = (int)f->top_k;
+    if (f->max_new != -2) g.max_new = (int)f->max_new;
+    g.sampling.seed = f->seed != -2 ? (uint64_t)f->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    Error e;
+    if (sampler_check_config(&g.sampling, &e) != 0) die_usage("%s", e.msg);
+    return g;
+}
+
+/* ---- a conversation with the model ---- */
+
+/* Everything generation needs: the model with its KV cache, the tokenizer,
+ * the sampler, and the ids in the cache (the context the repetition penalty
+ * looks at). */
+typedef struct {
+    Model model;
+    Tokenizer *tokenizer;
+    Sampler *sampler;
+    Generation gen;
+    TokenIds context;           /* the ids at positions 0..context.n-1 of the cache */
+    double prefill_seconds, decode_seconds;
+    int prefill_tokens, decode_tokens;
+} Session;
+
+static void session_open(Session *s, const char *model, const ModelOptions *opt, const GenerationFlags *flags,
+                         int default_max_new) {
+    memset(s, 0, sizeof *s);
+    Error e;
+    char *tok_path = model_path(model, "tokenizer.json");
+    s->tokenizer = tokenizer_load(tok_path, &e);
+    free(tok_path);
+    if (!s->tokenizer) die("%s", e.msg);
+    load_model(&s->model, model, opt);
+    s->gen = generation_settings(model, &s->model.config, flags, default_max_new);
+    s->sampler = sampler_new(&s->gen.sampling, s->model.config.vocab_size, &e);
+    if (!s->sampler) die_usage("%s", e.msg);
+}
+
+static void session_close(Session *s) {
+    sampler_free(s->sampler);
+    token_ids_free(&s->context);
+    model_free(&s->model);
+    tokenizer_free(s->tokenizer);
+}
+
+/* Encodes text and appends its ids to ids; warns about invalid UTF-8. */
+static void encode(Session *s, const char *text, size_t len, EncodeMode mode, TokenIds *ids) {
+    size_t bad = tokenizer_encode(s->tokenizer, text, len, mode, ids);
+    if (bad) warn("%zu invalid UTF-8 sequence%s in the input replaced by U+FFFD", bad, bad == 1 ? "" : "s");
+}
+
+/* Runs ids through the model after the context; returns the last logits. */
+static float *feed(Session *s, const TokenIds *ids) {
+    for (size_t i = 0; i < ids->n; i++) check_token(&s->model, ids->ids[i]);
+    double t0 = now_seconds();
+    float *logits = forward_prompt(&s->model, ids->ids, (int)ids->n, (int)s->context.n);
+    s->prefill_seconds += now_seconds() - t0;
+    s->prefill_tokens += (int)ids->n;
+    for (size_t i = 0; i < ids->n; i++) token_ids_push(&s->context, ids->ids[i]);
+    return logits;
+}
+
+static bool is_eos(const Generation *g, int id) {
+    for (int i = 0; i < g->n_eos; i++)
+        if (g->eos_ids[i] == id) return true;
+    return false;
+}
+
+typedef enum { STOP_EOS, STOP_LIMIT, STOP_CONTEXT_FULL } StopReason;
+
+/* Samples tokens after `logits`, printing their text as it completes, until
+ * an eos id (not printed), max_new tokens, or a full context. Each token but
+ * an eos joins the context; with feed_last, the last one is also run
+ * through the model so that the cache holds it (chat goes on from there). */
+static StopReason generate(Session *s, float *logits, bool feed_last) {
+    DecodeStream stream;
+    decode_stream_init(&stream, s->tokenizer);
+    StopReason stop = STOP_LIMIT;
+    double t0 = now_seconds();
+    for (int n = 0; s->gen.max_new < 0 || n < s->gen.max_new; n++) {
+        int id = sampler_sample(s->sampler, logits, s->context.ids, s->context.n);
+        if (is_eos(&s->gen, id)) {
+            stop = STOP_EOS;
+            break;
+        }
+        size_t len;
+        Error e;
+        const char *text = decode_stream_push(&stream, id, &len, &e);
+        if (!text) die("%s", e.msg);
+        fwrite(text, 1, len, stdout);
+        fflush(stdout);
+        s->decode_tokens++;
+        int pos = (int)s->context.n;
+        token_ids_push(&s->context, id);
+        bool last = s->gen.max_new >= 0 && n + 1 == s->gen.max_new;
+        if (pos == s->model.seq_len) {
+            stop = STOP_CONTEXT_FULL;
+            break;
+        }
+        if (!last || feed_last) logits = forward(&s->model, &id, 1, pos, false);
+    }
+    size_t len;
+    const char *rest = decode_stream_flush(&stream, &len);
+    fwrite(rest, 1, len, stdout);
+    decode_stream_free(&stream);
+    s->decode_seconds += now_seconds() - t0;
+    return stop;
+}
+
+static void print_stats(const Session *s) {
+    fprintf(stderr, "prompt: %d tokens, %.1f tok/s; generated: %d tokens, %.1f tok/s; seed %llu\n", s->prefill_tokens,
+            s->prefill_tokens / fmax(s->prefill_seconds, 1e-9), s->decode_tokens,
+            s->decode_tokens / fmax(s->decode_seconds, 1e-9), (unsigned long long)s->gen.sampling.seed);
+}
+
+/* ---- gen ---- */
+
+static char *read_stdin(size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *buf = xmalloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
+        n += got;
+        if (n == cap) buf = xrealloc(buf, cap *= 2, 1);
+    }
+    if (ferror(stdin)) die("cannot read standard input");
+    *len = n;
+    return buf;
+}
+
+static int cmd_gen(int argc, char **argv) {
+    const char *path = NULL, *prompt = NULL;
+    ModelOptions opt = {0};
+    GenerationFlags flags = no_generation_flags;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            printf("usage: run gen MODEL [PROMPT] [flags]\n\n"
+                   "Continues PROMPT (or standard input when PROMPT is not given) and streams\n"
+                   "the new text to standard output, ending it with a newline. The prompt is\n"
+                   "fed as one batch and not echoed; special tokens written in it (such as\n"
+                   "<|im_start|>) are read as such. Statistics go to standard error.\n\n"
+                   "flags:\n");
+            printf(generation_flags_help, "256");
+            printf("%s", model_flags_help);
+            return 0;
+        }
+        if (parse_model_flag(argc, argv, &i, &opt) || parse_generation_flag(argc, argv, &i, &flags)) continue;
+        if (a[0] == '-' && a[1] != '\0') die_usage("gen: unknown flag '%s'", a);
+        if (!path) path = a;
+        else if (!prompt) prompt = a;
+        else die_usage("gen: unexpected argument '%s'", a);
+    }
+    if (!path) die_usage("gen: MODEL is missing");
+    size_t len;
+    char *text = prompt ? xstrdup(prompt) : read_stdin(&len);
+    if (prompt) len = strlen(prompt);
+
+    Session s;
+    session_open(&s, path, &opt, &flags, 256);
+    TokenIds ids = {0};
+    encode(&s, text, len, ENCODE_ADDED_TOKENS, &ids);
+    free(text);
+    if (ids.n == 0) die("the prompt is empty");
+    if (ids.n > (size_t)s.model.seq_len)
+        die("the prompt is %zu tokens, longer than the context of %d (-c)", ids.n, s.model.seq_len);
+    generate(&s, feed(&s, &ids), false);
+    putchar('\n');
+    fflush(stdout);
+    print_stats(&s);
+    token_ids_free(&ids);
+    session_close(&s);
+    return 0;
+}
+
+/* ---- chat ---- */
+
+static const char *default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
+/* Appends the ids of ChatML's "<|im_start|>ROLE\nTEXT<|im_end|>\n": the text
+ * is plain text, so a typed "<|im_end|>" stays text and cannot end a turn. */
+static void chatml_message(Session *s, int im_start, int im_end, const char *role, const char *text, TokenIds *ids) {
+    token_ids_push(ids, im_start);
+    size_t n = strlen(role) + 1 + strlen(text);
+    char *body = xmalloc(n + 1);
+    snprintf(body, n + 1, "%s\n%s", role, text);
+    encode(s, body, n, ENCODE_PLAIN, ids);
+    free(body);
+    token_ids_push(ids, im_end);
+    encode(s, "\n", 1, ENCODE_PLAIN, ids);
+}
+
+/* The ids that take the conversation to the model's next reply: the system
+ * message first, or the end of the model's last reply, then the user's
+ * message and the start of the assistant's. */
+static void chat_turn_ids(Session *s, const char *system, const char *message, TokenIds *ids) {
+    int im_start = tokenizer_find(s->tokenizer, "<|im_start|>", 12), im_end = tokenizer_find(s->tokenizer, "<|im_end|>", 10);
+    if (im_start < 0 || im_end < 0) die("tokenizer.json has no <|im_start|> or <|im_end|> token: not a chat model");
+    ids->n = 0;
+    if (s->context.n == 0) {
+        chatml_message(s, im_start, im_end, "system", system, ids);
+    } else {
+        token_ids_push(ids, im_end);
+        encode(s, "\n", 1, ENCODE_PLAIN, ids);
+    }
+    chatml_message(s, im_start, im_end, "user", message, ids);
+    token_ids_push(ids, im_start);
+    encode(s, "assistant\n", 10, ENCODE_PLAIN, ids);
+}
+
+/* Reads a line without its newline; NULL at the end of input. */
+static char *read_line(char **buf, size_t *cap) {
+    ssize_t n = getline(buf, cap, stdin);
+    if (n < 0) return NULL;
+    while (n > 0 && ((*buf)[n - 1] == '\n' || (*buf)[n - 1] == '\r')) (*buf)[--n] = '\0';
+    return *buf;
+}
+
+static int cmd_chat(int argc, char **argv) {
+    const char *path = NULL, *system = default_system;
+    ModelOptions opt = {0};
+    GenerationFlags flags = no_generation_flags;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            printf("usage: run chat MODEL [flags]\n\n"
+                   "Chats with an instruction-tuned model in Qwen2.5's ChatML format. Type a\n"
+                   "message and Enter; /reset starts a new conversation; /exit or the end of\n"
+                   "input (Ctrl-D) ends. The KV cache is kept across turns, so each turn runs\n"
+                   "only its new tokens; a full context starts a new conversation.\n"
+                   "When standard input is not a terminal, only the replies are printed, each\n"
+                   "followed by a newline. NO_COLOR turns colours off.\n\n"
+                   "flags:\n"
+                   "  --system TEXT        the system message (default: \"%s\")\n",
+                   default_system);
+            printf(generation_flags_help, "-1");
+            printf("%s", model_flags_help);
+            return 0;
+        }
+        if (parse_model_flag(argc, argv, &i, &opt) || parse_generation_flag(argc, argv, &i, &flags)) continue;
+        if (strcmp(a, "--system") == 0) system = flag_value(argc, argv, &i);
+        else if (a[0] == '-' || path) die_usage("chat: unexpected argument '%s'", a);
+        else path = a;
+    }
+    if (!path) die_usage("chat: MODEL is missing");
+
+    Session s;
+    session_open(&s, path, &opt, &flags, -1);
+    bool interactive = isatty(STDIN_FILENO), colour = interactive && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+    const char *you = colour ? "\033[1;32m> \033[0m" : "> ", *reply_on = colour ? "\033[36m" : "", *reply_off = colour ? "\033[0m" : "";
+    if (interactive)
+        fprintf(stderr, "chatting with %s (context %d tokens). /reset starts over, /exit or Ctrl-D ends.\n", path,
+                s.model.seq_len);
+    TokenIds ids = {0};
+    char *line = NULL;
+    size_t cap = 0;
+    for (;;) {
+        if (interactive) {
+            fputs(you, stdout);
+            fflush(stdout);
+        }
+        if (!read_line(&line, &cap) || strcmp(line, "/exit") == 0) break;
+        if (strcmp(line, "/reset") == 0) {
+            s.context.n = 0;
+            if (interactive) fprintf(stderr, "(new conversation)\n");
+            continue;
+        }
+        if (line[0] == '\0') continue;
+        chat_turn_ids(&s, system, line, &ids);
+        if (s.context.n + ids.n > (size_t)s.model.seq_len) {  /* no room: start over with this message */
+            fprintf(stderr, "(the context of %d tokens is full: starting a new conversation)\n", s.model.seq_len);
+            s.context.n = 0;
+            chat_turn_ids(&s, system, line, &ids);
+            if (ids.n > (size_t)s.model.seq_len) {
+                fprintf(stderr, "(that message is too long for the context of %d tokens)\n", s.model.seq_len);
+                continue;
+            }
+        }
+        fputs(reply_on, stdout);
+        StopReason stop = generate(&s, feed(&s, &ids), true);
+        printf("%s\n", reply_off);
+        fflush(stdout);
+        if (stop == STOP_CONTEXT_FULL) {
+            fprintf(stderr, "(the context of %d tokens is full: starting a new conversation)\n", s.model.seq_len);
+            s.context.n = 0;
+        }
+    }
+    if (interactive) {
+        putchar('\n');
+        print_stats(&s);
+    }
+    free(line);
+    token_ids_free(&ids);
+    session_close(&s);
+    return 0;
+}
+
 /* ---- subcommands ---- */
 
 typedef struct {
@@ -326,6 +750,8 @@ typedef struct {
 static const Command commands[] = {
     {"info", cmd_info, "print a checkpoint's configuration, tensors and memory needs"},
     {"fwd", cmd_fwd, "run the forward pass on token ids; print the top next tokens"},
+    {"gen", cmd_gen, "continue a prompt: stream generated text"},
+    {"chat", cmd_chat, "chat with an instruction-tuned model (ChatML)"},
     {"bench", cmd_bench, "time prefill and decoding (tokens per second)"},
     {NULL, NULL, NULL},
 };
