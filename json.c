@@ -29,6 +29,10 @@ static void *arena_alloc(JsonBlock **arena, size_t size) {
     return p;
 }
 
+static void *arena_copy(JsonBlock **arena, const void *src, size_t size) {
+    return memcpy(arena_alloc(arena, size), src, size);
+}
+
 static void arena_free(JsonBlock *b) {
     while (b) {
         JsonBlock *next = b->next;
@@ -289,8 +293,8 @@ static int parse_array(Parser *ps, JsonValue *out, int depth) {
     }
     out->type = JSON_ARRAY;
     out->len = ps->n_items - base;
-    out->items = arena_alloc(&ps->arena, out->len * sizeof(JsonValue));
-    memcpy(out->items, ps->items + base, out->len * sizeof(JsonValue));
+    /* An empty array has no items to point at (and the stack may be NULL). */
+    out->items = out->len ? arena_copy(&ps->arena, ps->items + base, out->len * sizeof(JsonValue)) : NULL;
     ps->n_items = base;
     return 0;
 }
@@ -327,8 +331,7 @@ static int parse_object(Parser *ps, JsonValue *out, int depth) {
     }
     out->type = JSON_OBJECT;
     out->len = ps->n_members - base;
-    out->members = arena_alloc(&ps->arena, out->len * sizeof(JsonMember));
-    memcpy(out->members, ps->members + base, out->len * sizeof(JsonMember));
+    out->members = out->len ? arena_copy(&ps->arena, ps->members + base, out->len * sizeof(JsonMember)) : NULL;
     ps->n_members = base;
     return 0;
 }
