@@ -25,17 +25,22 @@ int fail(Error *e, const char *fmt, ...) {
     return -1;
 }
 
-static void vreport(const char *prefix, const char *fmt, va_list ap) {
+/* Prints "run: <prefix><message><suffix>" as exactly one line: control
+ * characters in the message (a newline in a tensor name or in an argument,
+ * say) are shown as '?'. */
+static void vreport(const char *prefix, const char *fmt, va_list ap, const char *suffix) {
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7F) *p = '?';
     fflush(stdout);
-    fprintf(stderr, "run: %s", prefix);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "run: %s%s%s\n", prefix, msg, suffix);
 }
 
 noreturn void die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vreport("", fmt, ap);
+    vreport("", fmt, ap, "");
     va_end(ap);
     exit(1);
 }
@@ -43,16 +48,15 @@ noreturn void die(const char *fmt, ...) {
 noreturn void die_usage(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vreport("", fmt, ap);
+    vreport("", fmt, ap, " (try 'run --help')");
     va_end(ap);
-    fputs("run: try 'run --help'\n", stderr);
     exit(2);
 }
 
 void warn(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vreport("warning: ", fmt, ap);
+    vreport("warning: ", fmt, ap, "");
     va_end(ap);
 }
 

@@ -16,8 +16,8 @@ typedef struct {
  * failing function can end with `return fail(e, "...", ...);`. */
 int fail(Error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The command line's way out: prints "run: <message>" on stderr and exits
- * with status 1 (a runtime error) or 2 (a usage error). */
+/* The command line's way out: prints "run: <message>" on stderr, as one
+ * line, and exits with status 1 (a runtime error) or 2 (a usage error). */
 noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 noreturn void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
