@@ -43,6 +43,7 @@ static int config_float(const char *path, const JsonValue *root, const char *key
     if (!(v->number.value > 0 && v->number.value < hi))
         return fail(e, "%s: \"%s\" is %g, outside (0, %g)", path, key, v->number.value, hi);
     *out = (float)v->number.value;
+    if (*out == 0) return fail(e, "%s: \"%s\" is %g, too small for a float (it would be 0)", path, key, v->number.value);
     return 0;
 }
 
@@ -106,18 +107,23 @@ static int config_check(const char *path, const JsonValue *root, Config *c, Erro
     return config_eos(path, root, c, e);
 }
 
+int config_parse(Config *c, const char *text, size_t len, const char *label, Error *e) {
+    memset(c, 0, sizeof *c);
+    JsonDoc doc;
+    Error je;
+    if (json_parse(&doc, text, len, &je) != 0) return fail(e, "%s: %s", label, je.msg);
+    int rc = config_check(label, &doc.root, c, e);
+    json_free(&doc);
+    return rc;
+}
+
 int config_load(Config *c, const char *path, Error *e) {
     memset(c, 0, sizeof *c);
     char *text;
     size_t len;
     if (read_file(path, &text, &len, e) != 0) return -1;
-    JsonDoc doc;
-    Error je;
-    int rc = json_parse(&doc, text, len, &je);
+    int rc = config_parse(c, text, len, path, e);
     free(text);
-    if (rc != 0) return fail(e, "%s: %s", path, je.msg);
-    rc = config_check(path, &doc.root, c, e);
-    json_free(&doc);
     return rc;
 }
 

@@ -34,6 +34,10 @@ typedef struct {
 /* Reads and checks config.json: every field present, in range, consistent. */
 int config_load(Config *c, const char *path, Error *e);
 
+/* The same checks on the text of a config.json already in memory (which
+ * need not be NUL-terminated); `label` names it in errors. */
+int config_parse(Config *c, const char *text, size_t len, const char *label, Error *e);
+
 typedef struct {
     float *attn_norm;          /* [dim] input_layernorm */
     Matrix wq, wk, wv;         /* [n_heads * head_dim, dim], [n_kv_heads * head_dim, dim] x 2 */

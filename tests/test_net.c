@@ -201,12 +201,18 @@ static void test_config(void) {
     config_refused("\"use_sliding_window\": true", "sliding-window");
     config_refused("\"rms_norm_eps\": -1", "\"rms_norm_eps\" is -1");
     config_refused("\"rope_theta\": \"big\"", "\"rope_theta\" must be a number");
+    config_refused("\"rope_theta\": 1e-300", "\"rope_theta\" is 1e-300, too small for a float");
+    config_refused("\"rms_norm_eps\": 1e-50", "\"rms_norm_eps\" is 1e-50, too small for a float");
     config_refused("\"tie_word_embeddings\": \"yes\"", "true or false");
     config_refused("\"eos_token_id\": [1, \"2\"]", "eos_token_id");
     write_text(path, "{\"hidden_size\": 64,");
     CHECK(config_load(&c, path, &e) == -1 && strstr(e.msg, "line 1, column 20"), "config that is not JSON (%s)", e.msg);
     write_text(path, "[]");
     CHECK(config_load(&c, path, &e) == -1 && strstr(e.msg, "not a JSON object"), "config that is an array (%s)", e.msg);
+    /* config_parse reads exactly len bytes and names the text by its label. */
+    const char *partial = "{\"hidden_size\": 64}, \"intermediate_size\": 176";
+    CHECK(config_parse(&c, partial, 19, "memory", &e) == -1 && strcmp(e.msg, "memory: \"intermediate_size\" is missing") == 0,
+          "config_parse of the first 19 bytes (%s)", e.msg);
 }
 
 /* Loading refuses a checkpoint that disagrees with its config. */
