@@ -4,6 +4,8 @@
 #   make test            build everything and run the whole test suite
 #   make sanitize        build ./run-san and the tests with ASan + UBSan
 #   make test-sanitize   run the whole test suite under the sanitizers
+#   make fuzz            build the libFuzzer targets (clang) into build-fuzz/;
+#                        scripts/fuzz.sh runs them
 #   make clean
 # Flags: `make CFLAGS="-O2 -march=x86-64-v3"` replaces the optimisation
 # flags, `make EXTRA_CFLAGS=...` adds to them; CC picks the compiler.
@@ -14,6 +16,8 @@ EXTRA_CFLAGS ?=
 BASE_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -pthread
 LDLIBS = -lm -pthread
 SAN_CFLAGS = -O1 -g -march=native -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+# The library is built for libFuzzer's coverage; each target links its runtime.
+FUZZ_CFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer-no-link
 
 BUILD ?= build
 BIN ?= run
@@ -21,6 +25,8 @@ LIB_SRC = $(filter-out main.c,$(wildcard *.c))
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN = $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/%)
 # Writes random-weight checkpoints for the tests (tests/make_checkpoint.c).
 FIXTURE_TOOL = $(BUILD)/tests/make_checkpoint
 # Large test fixtures are committed gzip-compressed and unpacked on demand.
@@ -31,7 +37,7 @@ MODEL ?= Qwen/Qwen2.5-0.5B-Instruct
 
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
 
-.PHONY: all chat test sanitize test-sanitize clean
+.PHONY: all chat test sanitize build-san-tests test-sanitize fuzz fuzz-targets clean
 all: $(BIN)
 
 $(BIN): $(BUILD)/main.o $(LIB_OBJ)
@@ -68,9 +74,19 @@ sanitize:
 
 build-san-tests: $(TEST_BIN) $(FIXTURE_TOOL) $(TEST_DATA)
 
+# allocator_may_return_null: a refused allocation reaches xmalloc's own
+# "out of memory" error, as in the normal build, instead of ASan's report.
 test-sanitize: sanitize
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  TESTBIN=build-san/tests RUN=./run-san sh tests/run_tests.sh
 
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="$(FUZZ_CFLAGS)" fuzz-targets
+
+fuzz-targets: $(FUZZ_BIN) $(TEST_DATA)
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJ) $(wildcard *.h) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
 clean:
-	rm -rf build build-san run run-san $(TEST_DATA)
+	rm -rf build build-san build-fuzz run run-san $(TEST_DATA)

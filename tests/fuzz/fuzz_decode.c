@@ -1,0 +1,77 @@
+/* fuzz_decode.c - libFuzzer target: the streaming decoder on arbitrary id
+ * sequences, with the real Qwen2.5 vocabulary (loaded once; run from the
+ * repository root). Each 4 bytes are one id (int32, little-endian): a
+ * negative one stays out of range, a non-negative one is taken modulo
+ * vocab_size + 1, so that most are tokens and vocab_size itself is not.
+ * The stream must give out whole UTF-8 characters only, and its pieces and
+ * flush must add up to tokenizer_decode() of the same ids; an id out of
+ * range must be refused by both. */
+#include <assert.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../tokenizer.h"
+#include "../../unicode.h"
+
+static Tokenizer *tokenizer;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    Error e;
+    tokenizer = tokenizer_load("tests/data/qwen2.5-tokenizer.json", &e);
+    if (!tokenizer) {
+        fprintf(stderr, "%s (run from the repository root, after make fuzz)\n", e.msg);
+        exit(1);
+    }
+    return 0;
+}
+
+static bool is_valid_utf8(const char *s, size_t n) {
+    char *fixed;
+    size_t fixed_len;
+    size_t bad = utf8_lossy(s, n, &fixed, &fixed_len);
+    free(fixed);
+    return bad == 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    size_t n = size / 4;
+    int *ids = malloc((n ? n : 1) * sizeof *ids);
+    for (size_t i = 0; i < n; i++) {
+        int32_t v = (int32_t)((uint32_t)data[4 * i] | (uint32_t)data[4 * i + 1] << 8 | (uint32_t)data[4 * i + 2] << 16 |
+                              (uint32_t)data[4 * i + 3] << 24);
+        ids[i] = v < 0 ? v : v % (tokenizer_vocab_size(tokenizer) + 1);
+    }
+
+    /* The stream, until the end or the first id out of range. */
+    DecodeStream d;
+    decode_stream_init(&d, tokenizer);
+    char *streamed = malloc(1);
+    size_t streamed_len = 0, i, piece_len;
+    Error e;
+    for (i = 0; i <= n; i++) {
+        const char *piece = i < n ? decode_stream_push(&d, ids[i], &piece_len, &e) : decode_stream_flush(&d, &piece_len);
+        if (!piece) break;
+        assert(is_valid_utf8(piece, piece_len));
+        streamed = realloc(streamed, streamed_len + piece_len + 1);
+        memcpy(streamed + streamed_len, piece, piece_len);
+        streamed_len += piece_len;
+    }
+    decode_stream_free(&d);
+
+    char *text;
+    size_t len;
+    int rc = tokenizer_decode(tokenizer, ids, n, &text, &len, &e);
+    if (i <= n) {  /* ids[i] has no token */
+        size_t unused;
+        assert(!tokenizer_token(tokenizer, ids[i], &unused) && rc == -1);
+    } else {
+        assert(rc == 0 && len == streamed_len && memcmp(text, streamed, len) == 0);
+        free(text);
+    }
+    free(streamed);
+    free(ids);
+    return 0;
+}

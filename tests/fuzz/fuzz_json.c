@@ -1,0 +1,46 @@
+/* fuzz_json.c - libFuzzer target: json_parse on arbitrary bytes. A parsed
+ * document is walked in full, checking what json.h promises of it. */
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../../json.h"
+
+static void walk(const JsonValue *v) {
+    switch (v->type) {
+    case JSON_STRING:
+        assert(v->string[v->len] == '\0');
+        break;
+    case JSON_NUMBER:
+        /* An exact integer and the nearest double must agree. */
+        if (v->number.is_integer) assert(v->number.value == (double)v->number.integer);
+        break;
+    case JSON_ARRAY:
+        for (size_t i = 0; i < v->len; i++) walk(&v->items[i]);
+        break;
+    case JSON_OBJECT:
+        for (size_t i = 0; i < v->len; i++) {
+            const JsonMember *m = &v->members[i];
+            assert(m->key[m->key_len] == '\0');
+            /* Every key without a NUL in it finds a member (the last of that name). */
+            if (strlen(m->key) == m->key_len) assert(json_get(v, m->key) != NULL);
+            walk(&m->value);
+        }
+        break;
+    case JSON_NULL:
+    case JSON_BOOL:
+        break;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    JsonDoc doc;
+    Error e;
+    if (json_parse(&doc, (const char *)data, size, &e) != 0) {
+        assert(strncmp(e.msg, "line ", 5) == 0 && doc.arena == NULL);
+        return 0;
+    }
+    walk(&doc.root);
+    json_free(&doc);
+    return 0;
+}
