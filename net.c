@@ -363,10 +363,13 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     m->seq_len = opt->context ? opt->context : (c->max_pos < 4096 ? c->max_pos : 4096);
     if (m->seq_len < 1 || m->seq_len > c->max_pos)
         return fail(e, "context %d is outside [1, %d] (max_position_embeddings)", m->seq_len, c->max_pos);
-    size_t kv = kv_bytes(c, m->seq_len);
-    if (kv == 0 || kv > physical_memory() / 2)
-        return fail(e, "context %d needs a %.1f GB KV cache, more than this machine can hold; use a smaller -c", m->seq_len,
-                    kv ? (double)kv / 1e9 : INFINITY);
+    /* What grows with the context: the KV cache, and each thread's row of
+     * attention scores. */
+    int threads = opt->threads > 0 ? opt->threads : cpu_count();
+    size_t kv = kv_bytes(c, m->seq_len), scores = (size_t)threads * (size_t)m->seq_len * sizeof(float);
+    if (kv == 0 || kv + scores > physical_memory() / 2)
+        return fail(e, "context %d needs %.1f GB (KV cache and attention scores), more than this machine can hold; "
+                    "use a smaller -c", m->seq_len, kv ? (double)(kv + scores) / 1e9 : INFINITY);
 
     char *path = weights_path(model, e);
     if (!path) return -1;
@@ -383,7 +386,7 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
         st_close(&m->st);
         return -1;
     }
-    m->pool = pool_new(opt->threads > 0 ? opt->threads : cpu_count());
+    m->pool = pool_new(threads);
     if (load_weights(m, e) != 0) {
         model_free(m);
         return -1;
