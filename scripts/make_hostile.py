@@ -8,7 +8,8 @@ tokenizer.json made here (256 byte tokens, 13 merges, 3 added tokens).
 Every other folder OUTDIR/NAME is that checkpoint with one thing broken; the
 files it keeps unchanged are symbolic links to base's. OUTDIR/cases.txt has
 one line per case, "NAME|TEXT": run must refuse the folder with a message
-that contains TEXT.
+that contains TEXT. OUTDIR/nan-weights, not in the list, is well-formed
+but for its NaN weights: gen must refuse to sample from its logits.
 
 The corpus is committed; to make it again:
   make build/tests/make_checkpoint
@@ -516,6 +517,18 @@ def make_base(make_checkpoint, folder):
         json.dump(tokenizer(), out, ensure_ascii=False)
 
 
+def nan_weights(folder, weights):
+    """The checkpoint with the final norm's weights all NaN (bf16 0x7FC0),
+    which makes every logit NaN."""
+    pairs, data = st_read(weights)
+    begin, end = dict(pairs)[NORM]["data_offsets"]
+    os.makedirs(folder)
+    with open(os.path.join(folder, W), "wb") as out:
+        out.write(st_write(pairs, data[:begin] + b"\xc0\x7f" * ((end - begin) // 2) + data[end:]))
+    for f in ["config.json", "tokenizer.json"]:
+        os.symlink(os.path.join("..", "base", f), os.path.join(folder, f))
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: make_hostile.py MAKE_CHECKPOINT OUTDIR")
@@ -524,8 +537,10 @@ def main():
     base = os.path.join(outdir, "base")
     make_base(make_checkpoint, base)
     c = Corpus(outdir)
-    with open(os.path.join(base, "model.safetensors"), "rb") as f:
-        weights_cases(c, f.read())
+    with open(os.path.join(base, W), "rb") as f:
+        weights = f.read()
+    weights_cases(c, weights)
+    nan_weights(os.path.join(outdir, "nan-weights"), weights)
     with open(os.path.join(base, "config.json")) as f:
         config_cases(c, json.load(f))
     generation_config_cases(c)

@@ -60,6 +60,11 @@ while IFS='|' read -r name text; do
     expect 1 "$text" gen "$corpus/$name" hi -n 2
 done <"$corpus/cases.txt"
 
+# Well-formed weights that hold NaN: gen must not sample from NaN logits.
+works info "$corpus/nan-weights"
+expect 1 "the model computed a NaN logit" gen "$corpus/nan-weights" hi -n 2
+expect 1 "the model computed a NaN logit" gen "$corpus/nan-weights" hi -n 2 --temp 1
+
 # ---- the command line ----
 
 no_such=$corpus/no-such-model
