@@ -114,7 +114,8 @@ static int cmd_info(int argc, char **argv) {
         params += t->numel;
         bytes += t->nbytes;
     }
-    printf("\nparameters: %zu (%.2f B), %.1f MB on disk\n", params, params / 1e9, bytes / 1e6);
+    printf("\nparameters: %zu (%.2f %s), %.1f MB on disk\n", params, params >= 1e9 ? params / 1e9 : params / 1e6,
+           params >= 1e9 ? "B" : "M", bytes / 1e6);
     size_t weights = model_weight_bytes(&m), kv = model_kv_bytes(&m);
     printf("memory to run: weights %.1f MB (%s%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", weights / 1e6,
            weight_type_name(m.dtype), m.dtype == WEIGHT_F32 || m.dtype == WEIGHT_Q8 ? ", converted at load" : ", mapped from the file",
@@ -382,6 +383,16 @@ static int parse_generation_flag(int argc, char **argv, int *i, GenerationFlags 
     return 1;
 }
 
+/* Checks the values given on the command line before any file is read, so
+ * that a bad value is a usage error whatever the checkpoint holds. */
+static void check_generation_flags(const GenerationFlags *f) {
+    SamplerConfig c = {isnan(f->temperature) ? 1.0 : f->temperature, f->top_k < 0 ? 0 : (int)f->top_k,
+                       isnan(f->top_p) ? 1.0 : f->top_p, isnan(f->min_p) ? 0.0 : f->min_p,
+                       isnan(f->repeat_penalty) ? 1.0 : f->repeat_penalty, 0};
+    Error e;
+    if (sampler_check_config(&c, &e) != 0) die_usage("%s", e.msg);
+}
+
 /* A number from generation_config.json, or `fallback` when it is absent. */
 static double generation_number(const char *path, const JsonValue *root, const char *key, double fallback) {
     const JsonValue *v = json_get(root, key);
@@ -447,7 +458,7 @@ static Generation generation_settings(const char *model, const Config *c, const 
     if (f->max_new != -2) g.max_new = (int)f->max_new;
     g.sampling.seed = f->seed != -2 ? (uint64_t)f->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     Error e;
-    if (sampler_check_config(&g.sampling, &e) != 0) die_usage("%s", e.msg);
+    if (sampler_check_config(&g.sampling, &e) != 0) die("%s: %s", model, e.msg);
     return g;
 }
 
@@ -477,7 +488,7 @@ static void session_open(Session *s, const char *model, const ModelOptions *opt,
     load_model(&s->model, model, opt);
     s->gen = generation_settings(model, &s->model.config, flags, default_max_new);
     s->sampler = sampler_new(&s->gen.sampling, s->model.config.vocab_size, &e);
-    if (!s->sampler) die_usage("%s", e.msg);
+    if (!s->sampler) die("%s", e.msg);
 }
 
 static void session_close(Session *s) {
@@ -596,6 +607,7 @@ static int cmd_gen(int argc, char **argv) {
         else die_usage("gen: unexpected argument '%s'", a);
     }
     if (!path) die_usage("gen: MODEL is missing");
+    check_generation_flags(&flags);
     size_t len;
     char *text = prompt ? xstrdup(prompt) : read_stdin(&len);
     if (prompt) len = strlen(prompt);
@@ -687,6 +699,7 @@ static int cmd_chat(int argc, char **argv) {
         else path = a;
     }
     if (!path) die_usage("chat: MODEL is missing");
+    check_generation_flags(&flags);
 
     Session s;
     session_open(&s, path, &opt, &flags, -1);

@@ -348,23 +348,26 @@ static size_t physical_memory(void) {
 
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     memset(m, 0, sizeof *m);
+    char *path = weights_path(model, e);
+    if (!path) return -1;
     char *config_path = model_path(model, "config.json");
     int rc = config_load(&m->config, config_path, e);
     free(config_path);
-    if (rc != 0) return -1;
+    if (rc != 0) {
+        free(path);
+        return -1;
+    }
     const Config *c = &m->config;
 
     m->seq_len = opt->context ? opt->context : (c->max_pos < 4096 ? c->max_pos : 4096);
-    if (m->seq_len < 1 || m->seq_len > c->max_pos)
-        return fail(e, "context %d is outside [1, %d] (max_position_embeddings)", m->seq_len, c->max_pos);
     size_t kv = kv_bytes(c, m->seq_len);
-    if (kv == 0 || kv > physical_memory() / 2)
-        return fail(e, "context %d needs a %.1f GB KV cache, more than this machine can hold; use a smaller -c", m->seq_len,
-                    kv ? (double)kv / 1e9 : INFINITY);
-
-    char *path = weights_path(model, e);
-    if (!path) return -1;
-    rc = st_open(&m->st, path, e);
+    if (m->seq_len < 1 || m->seq_len > c->max_pos)
+        rc = fail(e, "context %d is outside [1, %d] (max_position_embeddings)", m->seq_len, c->max_pos);
+    else if (kv == 0 || kv > physical_memory() / 2)
+        rc = fail(e, "context %d needs a %.1f GB KV cache, more than this machine can hold; use a smaller -c", m->seq_len,
+                  kv ? (double)kv / 1e9 : INFINITY);
+    else
+        rc = st_open(&m->st, path, e);
     free(path);
     if (rc != 0) return -1;
     const Tensor *embed = st_find(&m->st, "model.embed_tokens.weight");

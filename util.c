@@ -45,7 +45,6 @@ noreturn void die_usage(const char *fmt, ...) {
     va_start(ap, fmt);
     vreport("", fmt, ap);
     va_end(ap);
-    fputs("run: try 'run --help'\n", stderr);
     exit(2);
 }
 
