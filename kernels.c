@@ -169,14 +169,22 @@ static __m256 load_tail(const float *x, int n) {
     return _mm256_loadu_ps(v);
 }
 
+static size_t element_size(WeightType type) { return type == WEIGHT_F32 ? 4 : type == WEIGHT_Q8 ? 1 : 2; }
+
 /* Matrix-vector (one token): R rows at a time straight from the weights,
- * each row with its own 8-lane accumulator. */
+ * each row with its own 8-lane accumulator. Decoding is bound by memory
+ * bandwidth: while these rows are read, the next R rows are prefetched at
+ * the same pace, which keeps the memory busy (the hardware prefetchers alone
+ * lose track of several short interleaved streams). */
 static inline __attribute__((always_inline)) void matvec_rows(WeightType type, const Matrix *W, int r, int R,
                                                               const float *x, float *y) {
     int K = W->cols, kfull = K & ~7;
+    size_t esize = element_size(type), step_bytes = (size_t)R * 8 * esize;
+    const char *next = (const char *)W->data + (size_t)(r + R) * K * esize;
     __m256 acc[4];
     for (int j = 0; j < R; j++) acc[j] = _mm256_setzero_ps();
     for (int k = 0; k < kfull; k += 8) {
+        for (size_t at = 0; at < step_bytes; at += 64) _mm_prefetch(next + (size_t)k / 8 * step_bytes + at, _MM_HINT_T0);
         __m256 xv = _mm256_loadu_ps(x + k);
         for (int j = 0; j < R; j++)
             acc[j] = _mm256_fmadd_ps(load_weights8(type, W, (size_t)(r + j) * K + k), xv, acc[j]);
