@@ -90,10 +90,10 @@ void matrix_row(const Matrix *W, int r, float *out) {
 
 /* ---- threads: each thread owns a contiguous range of output rows ---- */
 
-/* Rows [*r0, *r1) for one thread, cut at multiples of 4 (the row tile). */
+/* Rows [*r0, *r1) for one thread, cut at multiples of 12 (the row tiles). */
 static void row_range(int rows, int thread, int n_threads, int *r0, int *r1) {
-    long tiles = (rows + 3) / 4;
-    long a = tiles * thread / n_threads * 4, b = tiles * (thread + 1) / n_threads * 4;
+    long tiles = (rows + 11) / 12;
+    long a = tiles * thread / n_threads * 12, b = tiles * (thread + 1) / n_threads * 12;
     *r0 = (int)(a < rows ? a : rows);
     *r1 = (int)(b < rows ? b : rows);
 }
@@ -218,18 +218,19 @@ static void matvec(const Matrix *W, const float *x, float *y, int r0, int r1) {
     }
 }
 
-/* Matrix-matrix (a block of tokens). The weights of TILE_R rows are widened
- * once into a float panel, KC columns at a time, and reused for every token
- * of the block; a register tile of TILE_R rows x TILE_T tokens keeps 12
- * accumulators busy. The accumulators persist in memory between column
- * chunks, so every sum still runs over k in order, exactly as in matvec. */
-enum { TILE_R = 4, TILE_T = 3, KC = 256, TOKEN_BLOCK = 48 };
+/* Matrix-matrix (a block of tokens). TILE_R rows at a time, the weights are
+ * widened once into a float panel, KC columns at a time, and reused for every
+ * token of the block. A register tile of TILE_R rows x TILE_T tokens keeps 12
+ * accumulators busy with 8 loads for 12 FMAs. The accumulators persist in
+ * memory between column chunks, so every sum still runs over k in order,
+ * exactly as in matvec. */
+enum { TILE_R = 6, TILE_T = 2, KC = 512, TOKEN_BLOCK = 128 };
 
-/* panel[j][0..kc) = W[r+j][k0..k0+kc), zero-padded to a multiple of 8. */
+/* panel[k/8][j][0..8) = W[r+j][k0+k .. k0+k+8): the R rows' groups of 8 for
+ * one step of k side by side, zero-padded past the end of the rows. */
 static void pack_panel(const Matrix *W, int r, int R, int k0, int kc, float *panel) {
     int kfull = kc & ~7;
     for (int j = 0; j < R; j++) {
-        float *dst = panel + j * KC;
         size_t row = (size_t)(r + j) * W->cols + k0;
         for (int k = 0; k < kfull; k += 8) {
             __m256 w;
@@ -239,9 +240,9 @@ static void pack_panel(const Matrix *W, int r, int R, int k0, int kc, float *pan
             case WEIGHT_BF16: w = load_weights8(WEIGHT_BF16, W, row + k); break;
             default: w = load_weights8(WEIGHT_Q8, W, row + k); break;
             }
-            _mm256_store_ps(dst + k, w);
+            _mm256_store_ps(panel + (k / 8 * R + j) * 8, w);
         }
-        if (kfull < kc) _mm256_store_ps(dst + kfull, load_weights_tail(W, r + j, k0 + kfull));
+        if (kfull < kc) _mm256_store_ps(panel + (kfull / 8 * R + j) * 8, load_weights_tail(W, r + j, k0 + kfull));
     }
 }
 
@@ -250,19 +251,16 @@ static inline __attribute__((always_inline)) void tile(int R, int T, const float
                                                        int kc, float *acc) {
     __m256 a[TILE_R * TILE_T];
     for (int i = 0; i < R * T; i++) a[i] = _mm256_load_ps(acc + 8 * i);
-    int kfull = kc & ~7;
-    for (int k = 0; k < kfull; k += 8) {
+    for (int k = 0; k < kc; k += 8) {
         __m256 xv[TILE_T];
-        for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + t * ldx + k);
+        for (int t = 0; t < T; t++)
+            xv[t] = k + 8 <= kc ? _mm256_loadu_ps(x + t * ldx + k) : load_tail(x + t * ldx + k, kc - k);
         for (int j = 0; j < R; j++) {
-            __m256 w = _mm256_load_ps(panel + j * KC + k);
+            __m256 w = _mm256_load_ps(panel + (k / 8 * R + j) * 8);
+            /* Keeps w in a register: otherwise gcc folds this load into
+             * each FMA below and loads it T times. */
+            __asm__("" : "+x"(w));
             for (int t = 0; t < T; t++) a[t * R + j] = _mm256_fmadd_ps(w, xv[t], a[t * R + j]);
-        }
-    }
-    if (kfull < kc) {
-        for (int t = 0; t < T; t++) {
-            __m256 xv = load_tail(x + t * ldx + kfull, kc - kfull);
-            for (int j = 0; j < R; j++) a[t * R + j] = _mm256_fmadd_ps(_mm256_load_ps(panel + j * KC + kfull), xv, a[t * R + j]);
         }
     }
     for (int i = 0; i < R * T; i++) _mm256_store_ps(acc + 8 * i, a[i]);
@@ -270,11 +268,9 @@ static inline __attribute__((always_inline)) void tile(int R, int T, const float
 
 /* The tile shapes, each compiled with its sizes known. */
 static void tile_dispatch(int R, int T, const float *panel, const float *x, size_t ldx, int kc, float *acc) {
-    if (R == 4 && T == 3) tile(4, 3, panel, x, ldx, kc, acc);
-    else if (R == 4 && T == 2) tile(4, 2, panel, x, ldx, kc, acc);
-    else if (R == 4) tile(4, 1, panel, x, ldx, kc, acc);
-    else if (T == 3) tile(1, 3, panel, x, ldx, kc, acc);
-    else if (T == 2) tile(1, 2, panel, x, ldx, kc, acc);
+    if (R == TILE_R && T == TILE_T) tile(TILE_R, TILE_T, panel, x, ldx, kc, acc);
+    else if (R == TILE_R) tile(TILE_R, 1, panel, x, ldx, kc, acc);
+    else if (T == TILE_T) tile(1, TILE_T, panel, x, ldx, kc, acc);
     else tile(1, 1, panel, x, ldx, kc, acc);
 }
 
