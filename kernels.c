@@ -126,6 +126,17 @@ void axpy(float a, const float *x, float *y, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+void softmax(float *x, int n) {
+    float max = -INFINITY, sum = 0;
+    for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
+    for (int i = 0; i < n; i++) sum += x[i] = expf(x[i] - max);
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+static void swiglu_range(float *gate, const float *up, size_t from, size_t to) {
+    for (size_t i = from; i < to; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
 #else
 
 /* ---- AVX2 + FMA ---- */
@@ -322,7 +333,83 @@ void axpy(float a, const float *x, float *y, int n) {
     for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
+/* e^x for 8 floats, to about 1 ulp: x = n ln2 + r with |r| <= ln2/2, e^r by
+ * a polynomial (Cephes' coefficients), 2^n put into the exponent bits. */
+static __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33f)), _mm256_set1_ps(88.37f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
+}
+
+/* Applies f to x[0..n) 8 at a time; the last partial group goes through a
+ * zero-padded copy, so every element is computed the same way. */
+static void map8(float *x, int n, __m256 (*f)(__m256, __m256), __m256 arg) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, f(_mm256_loadu_ps(x + i), arg));
+    if (i < n) {
+        float v[8];
+        _mm256_storeu_ps(v, f(load_tail(x + i, n - i), arg));
+        memcpy(x + i, v, (size_t)(n - i) * sizeof(float));
+    }
+}
+
+static __m256 exp_minus(__m256 x, __m256 max) { return exp8(_mm256_sub_ps(x, max)); }
+static __m256 divide(__m256 x, __m256 sum) { return _mm256_div_ps(x, sum); }
+
+void softmax(float *x, int n) {
+    float max = -INFINITY, sum = 0;
+    for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
+    map8(x, n, exp_minus, _mm256_set1_ps(max));
+    for (int i = 0; i < n; i++) sum += x[i];
+    map8(x, n, divide, _mm256_set1_ps(sum));
+}
+
+/* gate = silu(gate) * up = gate / (1 + e^-gate) * up, 8 at a time (the
+ * ranges given to threads start at multiples of 8). */
+static void swiglu_range(float *gate, const float *up, size_t from, size_t to) {
+    size_t i = from;
+    for (; i + 8 <= to; i += 8) {
+        __m256 g = _mm256_loadu_ps(gate + i);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+        _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(up + i)));
+    }
+    if (i < to) {
+        float g[8] = {0}, u[8] = {0};
+        memcpy(g, gate + i, (to - i) * sizeof(float));
+        memcpy(u, up + i, (to - i) * sizeof(float));
+        swiglu_range(g, u, 0, 8);
+        memcpy(gate + i, g, (to - i) * sizeof(float));
+    }
+}
+
 #endif
+
+typedef struct {
+    float *gate;
+    const float *up;
+    size_t n;
+} SwigluJob;
+
+static void swiglu_task(void *arg, int thread, int n_threads) {
+    SwigluJob *job = arg;
+    size_t groups = (job->n + 7) / 8, from = groups * thread / n_threads * 8, to = groups * (thread + 1) / n_threads * 8;
+    swiglu_range(job->gate, job->up, from, to < job->n ? to : job->n);
+}
+
+void swiglu(ThreadPool *pool, float *gate, const float *up, size_t n) {
+    SwigluJob job = {gate, up, n};
+    pool_run(pool, swiglu_task, &job);
+}
 
 void matmul(ThreadPool *pool, const Matrix *W, const float *X, int n_tokens, float *Y) {
     MatmulJob job = {W, X, n_tokens, Y};

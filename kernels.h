@@ -52,9 +52,14 @@ Matrix matrix_to_q8(ThreadPool *pool, const Matrix *src);
 void matrix_free(Matrix *m);
 
 /* Helpers for attention: the dot product of two float vectors (summed in the
- * order described above) and y += a * x. */
+ * order described above), y += a * x, and x = softmax(x) in place. */
 float dot(const float *a, const float *b, int n);
 void axpy(float a, const float *x, float *y, int n);
+void softmax(float *x, int n);
+
+/* The SwiGLU activation, elementwise over n values: gate = silu(gate) * up,
+ * where silu(g) = g / (1 + e^-g). */
+void swiglu(ThreadPool *pool, float *gate, const float *up, size_t n);
 
 /* Conversions of single 16-bit floats. */
 float bf16_to_f32(uint16_t h);

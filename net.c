@@ -452,18 +452,12 @@ static void attend(const Model *m, int layer, int token, int head, int position,
     const float *q = s->q + ((size_t)token * c->n_heads + head) * hd;
     const float *keys = cache_row(m, s->key_cache, layer, kv_head, 0);
     const float *values = cache_row(m, s->value_cache, layer, kv_head, 0);
-    float scale = sqrtf((float)hd), max = -INFINITY, sum = 0;
-    for (int t = 0; t <= position; t++) {
-        scores[t] = dot(q, keys + (size_t)t * hd, hd) / scale;
-        max = fmaxf(max, scores[t]);
-    }
-    for (int t = 0; t <= position; t++) {
-        scores[t] = expf(scores[t] - max);
-        sum += scores[t];
-    }
+    float scale = sqrtf((float)hd);
+    for (int t = 0; t <= position; t++) scores[t] = dot(q, keys + (size_t)t * hd, hd) / scale;
+    softmax(scores, position + 1);
     float *out = s->att + ((size_t)token * c->n_heads + head) * hd;
     memset(out, 0, (size_t)hd * sizeof(float));
-    for (int t = 0; t <= position; t++) axpy(scores[t] / sum, values + (size_t)t * hd, out, hd);
+    for (int t = 0; t <= position; t++) axpy(scores[t], values + (size_t)t * hd, out, hd);
 }
 
 typedef struct {
@@ -546,10 +540,7 @@ static void mlp_block(Model *m, int l, int n) {
     if (m->trace_level > 1) trace(m, l, "mlp_norm", s->xb + (size_t)last * dim, dim);
     matmul(m->pool, &w->w_gate, s->xb, n, s->gate);
     matmul(m->pool, &w->w_up, s->xb, n, s->up);
-    for (size_t i = 0; i < (size_t)n * hidden; i++) {
-        float g = s->gate[i];
-        s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
-    }
+    swiglu(m->pool, s->gate, s->up, (size_t)n * hidden);
     if (m->trace_level > 1) trace(m, l, "mlp_hidden", s->gate + (size_t)last * hidden, hidden);
     matmul(m->pool, &w->w_down, s->gate, n, s->out);
     add(s->x, s->out, n * dim);
