@@ -116,17 +116,17 @@ static void matmul_task(void *arg, int thread, int n_threads) {
             job->Y[(size_t)t * job->W->rows + r] = row_dot_scalar(job->W, r, job->X + (size_t)t * job->W->cols);
 }
 
-float dot(const float *a, const float *b, int n) {
+static float dot(const float *a, const float *b, int n) {
     float lane[8] = {0};
     for (int k = 0; k < n; k++) lane[k % 8] += a[k] * b[k];
     return sum_lanes(lane);
 }
 
-void axpy(float a, const float *x, float *y, int n) {
+static void axpy(float a, const float *x, float *y, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-void softmax(float *x, int n) {
+static void softmax(float *x, int n) {
     float max = -INFINITY, sum = 0;
     for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
     for (int i = 0; i < n; i++) sum += x[i] = expf(x[i] - max);
@@ -135,6 +135,14 @@ void softmax(float *x, int n) {
 
 static void swiglu_range(float *gate, const float *up, size_t from, size_t to) {
     for (size_t i = from; i < to; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+void attend_head(const float *q, const float *keys, const float *values, int n, int hd, float *scores, float *out) {
+    float scale = sqrtf((float)hd);
+    for (int t = 0; t < n; t++) scores[t] = dot(q, keys + (size_t)t * hd, hd) / scale;
+    softmax(scores, n);
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int t = 0; t < n; t++) axpy(scores[t], values + (size_t)t * hd, out, hd);
 }
 
 #else
@@ -318,19 +326,12 @@ static void matmul_task(void *arg, int thread, int n_threads) {
     else gemm(job->W, job->X, job->n_tokens, job->Y, r0, r1);
 }
 
-float dot(const float *a, const float *b, int n) {
+static float dot(const float *a, const float *b, int n) {
     __m256 acc = _mm256_setzero_ps();
     int k = 0;
     for (; k + 8 <= n; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
     if (k < n) acc = _mm256_fmadd_ps(load_tail(a + k, n - k), load_tail(b + k, n - k), acc);
     return hsum(acc);
-}
-
-void axpy(float a, const float *x, float *y, int n) {
-    __m256 av = _mm256_set1_ps(a);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
 /* e^x for 8 floats, to about 1 ulp: x = n ln2 + r with |r| <= ln2/2, e^r by
@@ -366,12 +367,69 @@ static void map8(float *x, int n, __m256 (*f)(__m256, __m256), __m256 arg) {
 static __m256 exp_minus(__m256 x, __m256 max) { return exp8(_mm256_sub_ps(x, max)); }
 static __m256 divide(__m256 x, __m256 sum) { return _mm256_div_ps(x, sum); }
 
-void softmax(float *x, int n) {
+static void softmax(float *x, int n) {
     float max = -INFINITY, sum = 0;
     for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
     map8(x, n, exp_minus, _mm256_set1_ps(max));
     for (int i = 0; i < n; i++) sum += x[i];
     map8(x, n, divide, _mm256_set1_ps(sum));
+}
+
+/* Four dot products of q with keys k0..k3 at once, each summed exactly as
+ * dot() sums it. */
+static void dot4(const float *q, const float *k0, const float *k1, const float *k2, const float *k3, int n, float *out) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 qv = _mm256_loadu_ps(q + k);
+        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + k), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + k), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + k), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + k), a3);
+    }
+    if (k < n) {
+        __m256 qv = load_tail(q + k, n - k);
+        a0 = _mm256_fmadd_ps(qv, load_tail(k0 + k, n - k), a0);
+        a1 = _mm256_fmadd_ps(qv, load_tail(k1 + k, n - k), a1);
+        a2 = _mm256_fmadd_ps(qv, load_tail(k2 + k, n - k), a2);
+        a3 = _mm256_fmadd_ps(qv, load_tail(k3 + k, n - k), a3);
+    }
+    out[0] = hsum(a0);
+    out[1] = hsum(a1);
+    out[2] = hsum(a2);
+    out[3] = hsum(a3);
+}
+
+/* out += sum over t of p[t] * v_t, in order of t, for up to 64 columns of
+ * the values (from `col`), kept in registers across all t. */
+static void weighted_sum64(const float *p, const float *values, int n, int hd, int col, int width, float *out) {
+    __m256 acc[8];
+    int vecs = width / 8;
+    for (int i = 0; i < vecs; i++) acc[i] = _mm256_loadu_ps(out + col + 8 * i);
+    for (int t = 0; t < n; t++) {
+        __m256 pt = _mm256_set1_ps(p[t]);
+        const float *v = values + (size_t)t * hd + col;
+        for (int i = 0; i < vecs; i++) acc[i] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(v + 8 * i), acc[i]);
+    }
+    for (int i = 0; i < vecs; i++) _mm256_storeu_ps(out + col + 8 * i, acc[i]);
+}
+
+void attend_head(const float *q, const float *keys, const float *values, int n, int hd, float *scores, float *out) {
+    float scale = sqrtf((float)hd);
+    int t = 0;
+    for (; t + 4 <= n; t += 4) {
+        const float *k = keys + (size_t)t * hd;
+        dot4(q, k, k + hd, k + 2 * hd, k + 3 * hd, hd, scores + t);
+        for (int i = 0; i < 4; i++) scores[t + i] /= scale;
+    }
+    for (; t < n; t++) scores[t] = dot(q, keys + (size_t)t * hd, hd) / scale;
+    softmax(scores, n);
+    memset(out, 0, (size_t)hd * sizeof(float));
+    int vector_cols = hd & ~7;
+    for (int col = 0; col < vector_cols; col += 64)
+        weighted_sum64(scores, values, n, hd, col, vector_cols - col < 64 ? vector_cols - col : 64, out);
+    for (int col = vector_cols; col < hd; col++)
+        for (t = 0; t < n; t++) out[col] = fmaf(scores[t], values[(size_t)t * hd + col], out[col]);
 }
 
 /* gate = silu(gate) * up = gate / (1 + e^-gate) * up, 8 at a time (the

@@ -452,12 +452,7 @@ static void attend(const Model *m, int layer, int token, int head, int position,
     const float *q = s->q + ((size_t)token * c->n_heads + head) * hd;
     const float *keys = cache_row(m, s->key_cache, layer, kv_head, 0);
     const float *values = cache_row(m, s->value_cache, layer, kv_head, 0);
-    float scale = sqrtf((float)hd);
-    for (int t = 0; t <= position; t++) scores[t] = dot(q, keys + (size_t)t * hd, hd) / scale;
-    softmax(scores, position + 1);
-    float *out = s->att + ((size_t)token * c->n_heads + head) * hd;
-    memset(out, 0, (size_t)hd * sizeof(float));
-    for (int t = 0; t <= position; t++) axpy(scores[t], values + (size_t)t * hd, out, hd);
+    attend_head(q, keys, values, position + 1, hd, scores, s->att + ((size_t)token * c->n_heads + head) * hd);
 }
 
 typedef struct {
