@@ -480,12 +480,13 @@ typedef struct {
 static void session_open(Session *s, const char *model, const ModelOptions *opt, const GenerationFlags *flags,
                          int default_max_new) {
     memset(s, 0, sizeof *s);
+    load_model(&s->model, model, opt);
+    model_warm_up(&s->model);  /* while the tokenizer loads */
     Error e;
     char *tok_path = model_path(model, "tokenizer.json");
     s->tokenizer = tokenizer_load(tok_path, &e);
     free(tok_path);
     if (!s->tokenizer) die("%s", e.msg);
-    load_model(&s->model, model, opt);
     s->gen = generation_settings(model, &s->model.config, flags, default_max_new);
     s->sampler = sampler_new(&s->gen.sampling, s->model.config.vocab_size, &e);
     if (!s->sampler) die("%s", e.msg);

@@ -389,7 +389,28 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     return 0;
 }
 
+/* Reads one byte of every page of the mapped files. */
+static void *touch_pages(void *arg) {
+    const SafeTensors *st = arg;
+    long page = sysconf(_SC_PAGESIZE);
+    volatile unsigned char sink = 0;
+    for (int f = 0; f < st->n_files; f++)
+        for (size_t at = 0; at < st->files[f].size; at += (size_t)page) sink ^= ((const unsigned char *)st->files[f].map)[at];
+    (void)sink;
+    return NULL;
+}
+
+void model_warm_up(Model *m) {
+    m->warming_up = pthread_create(&m->warm_up, NULL, touch_pages, &m->st) == 0;
+}
+
+static void wait_for_warm_up(Model *m) {
+    if (m->warming_up) pthread_join(m->warm_up, NULL);
+    m->warming_up = false;
+}
+
 void model_free(Model *m) {
+    wait_for_warm_up(m);
     free_weights(m);
     free_state(&m->state);
     st_close(&m->st);
@@ -546,6 +567,7 @@ float *forward(Model *m, const int *tokens, int n, int pos, bool all_logits) {
     const Config *c = &m->config;
     RunState *s = &m->state;
     int dim = c->dim;
+    wait_for_warm_up(m);
 
     /* Each token's embedding starts its residual stream. */
     for (int i = 0; i < n; i++) matrix_row(&m->weights.embed, tokens[i], s->x + (size_t)i * dim);
