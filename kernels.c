@@ -90,10 +90,10 @@ void matrix_row(const Matrix *W, int r, float *out) {
 
 /* ---- threads: each thread owns a contiguous range of output rows ---- */
 
-/* Rows [*r0, *r1) for one thread, cut at multiples of 4 (the row tile). */
+/* Rows [*r0, *r1) for one thread, cut at multiples of 12 (the row tiles). */
 static void row_range(int rows, int thread, int n_threads, int *r0, int *r1) {
-    long tiles = (rows + 3) / 4;
-    long a = tiles * thread / n_threads * 4, b = tiles * (thread + 1) / n_threads * 4;
+    long tiles = (rows + 11) / 12;
+    long a = tiles * thread / n_threads * 12, b = tiles * (thread + 1) / n_threads * 12;
     *r0 = (int)(a < rows ? a : rows);
     *r1 = (int)(b < rows ? b : rows);
 }
@@ -116,14 +116,33 @@ static void matmul_task(void *arg, int thread, int n_threads) {
             job->Y[(size_t)t * job->W->rows + r] = row_dot_scalar(job->W, r, job->X + (size_t)t * job->W->cols);
 }
 
-float dot(const float *a, const float *b, int n) {
+static float dot(const float *a, const float *b, int n) {
     float lane[8] = {0};
     for (int k = 0; k < n; k++) lane[k % 8] += a[k] * b[k];
     return sum_lanes(lane);
 }
 
-void axpy(float a, const float *x, float *y, int n) {
+static void axpy(float a, const float *x, float *y, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static void softmax(float *x, int n) {
+    float max = -INFINITY, sum = 0;
+    for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
+    for (int i = 0; i < n; i++) sum += x[i] = expf(x[i] - max);
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+static void swiglu_range(float *gate, const float *up, size_t from, size_t to) {
+    for (size_t i = from; i < to; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+void attend_head(const float *q, const float *keys, const float *values, int n, int hd, float *scores, float *out) {
+    float scale = sqrtf((float)hd);
+    for (int t = 0; t < n; t++) scores[t] = dot(q, keys + (size_t)t * hd, hd) / scale;
+    softmax(scores, n);
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int t = 0; t < n; t++) axpy(scores[t], values + (size_t)t * hd, out, hd);
 }
 
 #else
@@ -169,14 +188,22 @@ static __m256 load_tail(const float *x, int n) {
     return _mm256_loadu_ps(v);
 }
 
+static size_t element_size(WeightType type) { return type == WEIGHT_F32 ? 4 : type == WEIGHT_Q8 ? 1 : 2; }
+
 /* Matrix-vector (one token): R rows at a time straight from the weights,
- * each row with its own 8-lane accumulator. */
+ * each row with its own 8-lane accumulator. Decoding is bound by memory
+ * bandwidth: while these rows are read, the next R rows are prefetched at
+ * the same pace, which keeps the memory busy (the hardware prefetchers alone
+ * lose track of several short interleaved streams). */
 static inline __attribute__((always_inline)) void matvec_rows(WeightType type, const Matrix *W, int r, int R,
                                                               const float *x, float *y) {
     int K = W->cols, kfull = K & ~7;
+    size_t esize = element_size(type), step_bytes = (size_t)R * 8 * esize;
+    const char *next = (const char *)W->data + (size_t)(r + R) * K * esize;
     __m256 acc[4];
     for (int j = 0; j < R; j++) acc[j] = _mm256_setzero_ps();
     for (int k = 0; k < kfull; k += 8) {
+        for (size_t at = 0; at < step_bytes; at += 64) _mm_prefetch(next + (size_t)k / 8 * step_bytes + at, _MM_HINT_T0);
         __m256 xv = _mm256_loadu_ps(x + k);
         for (int j = 0; j < R; j++)
             acc[j] = _mm256_fmadd_ps(load_weights8(type, W, (size_t)(r + j) * K + k), xv, acc[j]);
@@ -210,18 +237,19 @@ static void matvec(const Matrix *W, const float *x, float *y, int r0, int r1) {
     }
 }
 
-/* Matrix-matrix (a block of tokens). The weights of TILE_R rows are widened
- * once into a float panel, KC columns at a time, and reused for every token
- * of the block; a register tile of TILE_R rows x TILE_T tokens keeps 12
- * accumulators busy. The accumulators persist in memory between column
- * chunks, so every sum still runs over k in order, exactly as in matvec. */
-enum { TILE_R = 4, TILE_T = 3, KC = 256, TOKEN_BLOCK = 48 };
+/* Matrix-matrix (a block of tokens). TILE_R rows at a time, the weights are
+ * widened once into a float panel, KC columns at a time, and reused for every
+ * token of the block. A register tile of TILE_R rows x TILE_T tokens keeps 12
+ * accumulators busy with 8 loads for 12 FMAs. The accumulators persist in
+ * memory between column chunks, so every sum still runs over k in order,
+ * exactly as in matvec. */
+enum { TILE_R = 6, TILE_T = 2, KC = 512, TOKEN_BLOCK = 128 };
 
-/* panel[j][0..kc) = W[r+j][k0..k0+kc), zero-padded to a multiple of 8. */
+/* panel[k/8][j][0..8) = W[r+j][k0+k .. k0+k+8): the R rows' groups of 8 for
+ * one step of k side by side, zero-padded past the end of the rows. */
 static void pack_panel(const Matrix *W, int r, int R, int k0, int kc, float *panel) {
     int kfull = kc & ~7;
     for (int j = 0; j < R; j++) {
-        float *dst = panel + j * KC;
         size_t row = (size_t)(r + j) * W->cols + k0;
         for (int k = 0; k < kfull; k += 8) {
             __m256 w;
@@ -231,9 +259,9 @@ static void pack_panel(const Matrix *W, int r, int R, int k0, int kc, float *pan
             case WEIGHT_BF16: w = load_weights8(WEIGHT_BF16, W, row + k); break;
             default: w = load_weights8(WEIGHT_Q8, W, row + k); break;
             }
-            _mm256_store_ps(dst + k, w);
+            _mm256_store_ps(panel + (k / 8 * R + j) * 8, w);
         }
-        if (kfull < kc) _mm256_store_ps(dst + kfull, load_weights_tail(W, r + j, k0 + kfull));
+        if (kfull < kc) _mm256_store_ps(panel + (kfull / 8 * R + j) * 8, load_weights_tail(W, r + j, k0 + kfull));
     }
 }
 
@@ -242,19 +270,16 @@ static inline __attribute__((always_inline)) void tile(int R, int T, const float
                                                        int kc, float *acc) {
     __m256 a[TILE_R * TILE_T];
     for (int i = 0; i < R * T; i++) a[i] = _mm256_load_ps(acc + 8 * i);
-    int kfull = kc & ~7;
-    for (int k = 0; k < kfull; k += 8) {
+    for (int k = 0; k < kc; k += 8) {
         __m256 xv[TILE_T];
-        for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + t * ldx + k);
+        for (int t = 0; t < T; t++)
+            xv[t] = k + 8 <= kc ? _mm256_loadu_ps(x + t * ldx + k) : load_tail(x + t * ldx + k, kc - k);
         for (int j = 0; j < R; j++) {
-            __m256 w = _mm256_load_ps(panel + j * KC + k);
+            __m256 w = _mm256_load_ps(panel + (k / 8 * R + j) * 8);
+            /* Keeps w in a register: otherwise gcc folds this load into
+             * each FMA below and loads it T times. */
+            __asm__("" : "+x"(w));
             for (int t = 0; t < T; t++) a[t * R + j] = _mm256_fmadd_ps(w, xv[t], a[t * R + j]);
-        }
-    }
-    if (kfull < kc) {
-        for (int t = 0; t < T; t++) {
-            __m256 xv = load_tail(x + t * ldx + kfull, kc - kfull);
-            for (int j = 0; j < R; j++) a[t * R + j] = _mm256_fmadd_ps(_mm256_load_ps(panel + j * KC + kfull), xv, a[t * R + j]);
         }
     }
     for (int i = 0; i < R * T; i++) _mm256_store_ps(acc + 8 * i, a[i]);
@@ -262,11 +287,9 @@ static inline __attribute__((always_inline)) void tile(int R, int T, const float
 
 /* The tile shapes, each compiled with its sizes known. */
 static void tile_dispatch(int R, int T, const float *panel, const float *x, size_t ldx, int kc, float *acc) {
-    if (R == 4 && T == 3) tile(4, 3, panel, x, ldx, kc, acc);
-    else if (R == 4 && T == 2) tile(4, 2, panel, x, ldx, kc, acc);
-    else if (R == 4) tile(4, 1, panel, x, ldx, kc, acc);
-    else if (T == 3) tile(1, 3, panel, x, ldx, kc, acc);
-    else if (T == 2) tile(1, 2, panel, x, ldx, kc, acc);
+    if (R == TILE_R && T == TILE_T) tile(TILE_R, TILE_T, panel, x, ldx, kc, acc);
+    else if (R == TILE_R) tile(TILE_R, 1, panel, x, ldx, kc, acc);
+    else if (T == TILE_T) tile(1, TILE_T, panel, x, ldx, kc, acc);
     else tile(1, 1, panel, x, ldx, kc, acc);
 }
 
@@ -303,7 +326,7 @@ static void matmul_task(void *arg, int thread, int n_threads) {
     else gemm(job->W, job->X, job->n_tokens, job->Y, r0, r1);
 }
 
-float dot(const float *a, const float *b, int n) {
+static float dot(const float *a, const float *b, int n) {
     __m256 acc = _mm256_setzero_ps();
     int k = 0;
     for (; k + 8 <= n; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
@@ -311,14 +334,140 @@ float dot(const float *a, const float *b, int n) {
     return hsum(acc);
 }
 
-void axpy(float a, const float *x, float *y, int n) {
-    __m256 av = _mm256_set1_ps(a);
+/* e^x for 8 floats, to about 1 ulp: x = n ln2 + r with |r| <= ln2/2, e^r by
+ * a polynomial (Cephes' coefficients), 2^n put into the exponent bits. */
+static __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33f)), _mm256_set1_ps(88.37f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
+}
+
+/* Applies f to x[0..n) 8 at a time; the last partial group goes through a
+ * zero-padded copy, so every element is computed the same way. */
+static void map8(float *x, int n, __m256 (*f)(__m256, __m256), __m256 arg) {
     int i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, f(_mm256_loadu_ps(x + i), arg));
+    if (i < n) {
+        float v[8];
+        _mm256_storeu_ps(v, f(load_tail(x + i, n - i), arg));
+        memcpy(x + i, v, (size_t)(n - i) * sizeof(float));
+    }
+}
+
+static __m256 exp_minus(__m256 x, __m256 max) { return exp8(_mm256_sub_ps(x, max)); }
+static __m256 divide(__m256 x, __m256 sum) { return _mm256_div_ps(x, sum); }
+
+static void softmax(float *x, int n) {
+    float max = -INFINITY, sum = 0;
+    for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
+    map8(x, n, exp_minus, _mm256_set1_ps(max));
+    for (int i = 0; i < n; i++) sum += x[i];
+    map8(x, n, divide, _mm256_set1_ps(sum));
+}
+
+/* Four dot products of q with keys k0..k3 at once, each summed exactly as
+ * dot() sums it. */
+static void dot4(const float *q, const float *k0, const float *k1, const float *k2, const float *k3, int n, float *out) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 qv = _mm256_loadu_ps(q + k);
+        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + k), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + k), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + k), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + k), a3);
+    }
+    if (k < n) {
+        __m256 qv = load_tail(q + k, n - k);
+        a0 = _mm256_fmadd_ps(qv, load_tail(k0 + k, n - k), a0);
+        a1 = _mm256_fmadd_ps(qv, load_tail(k1 + k, n - k), a1);
+        a2 = _mm256_fmadd_ps(qv, load_tail(k2 + k, n - k), a2);
+        a3 = _mm256_fmadd_ps(qv, load_tail(k3 + k, n - k), a3);
+    }
+    out[0] = hsum(a0);
+    out[1] = hsum(a1);
+    out[2] = hsum(a2);
+    out[3] = hsum(a3);
+}
+
+/* out += sum over t of p[t] * v_t, in order of t, for up to 64 columns of
+ * the values (from `col`), kept in registers across all t. */
+static void weighted_sum64(const float *p, const float *values, int n, int hd, int col, int width, float *out) {
+    __m256 acc[8];
+    int vecs = width / 8;
+    for (int i = 0; i < vecs; i++) acc[i] = _mm256_loadu_ps(out + col + 8 * i);
+    for (int t = 0; t < n; t++) {
+        __m256 pt = _mm256_set1_ps(p[t]);
+        const float *v = values + (size_t)t * hd + col;
+        for (int i = 0; i < vecs; i++) acc[i] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(v + 8 * i), acc[i]);
+    }
+    for (int i = 0; i < vecs; i++) _mm256_storeu_ps(out + col + 8 * i, acc[i]);
+}
+
+void attend_head(const float *q, const float *keys, const float *values, int n, int hd, float *scores, float *out) {
+    float scale = sqrtf((float)hd);
+    int t = 0;
+    for (; t + 4 <= n; t += 4) {
+        const float *k = keys + (size_t)t * hd;
+        dot4(q, k, k + hd, k + 2 * hd, k + 3 * hd, hd, scores + t);
+        for (int i = 0; i < 4; i++) scores[t + i] /= scale;
+    }
+    for (; t < n; t++) scores[t] = dot(q, keys + (size_t)t * hd, hd) / scale;
+    softmax(scores, n);
+    memset(out, 0, (size_t)hd * sizeof(float));
+    int vector_cols = hd & ~7;
+    for (int col = 0; col < vector_cols; col += 64)
+        weighted_sum64(scores, values, n, hd, col, vector_cols - col < 64 ? vector_cols - col : 64, out);
+    for (int col = vector_cols; col < hd; col++)
+        for (t = 0; t < n; t++) out[col] = fmaf(scores[t], values[(size_t)t * hd + col], out[col]);
+}
+
+/* gate = silu(gate) * up = gate / (1 + e^-gate) * up, 8 at a time (the
+ * ranges given to threads start at multiples of 8). */
+static void swiglu_range(float *gate, const float *up, size_t from, size_t to) {
+    size_t i = from;
+    for (; i + 8 <= to; i += 8) {
+        __m256 g = _mm256_loadu_ps(gate + i);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+        _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(up + i)));
+    }
+    if (i < to) {
+        float g[8] = {0}, u[8] = {0};
+        memcpy(g, gate + i, (to - i) * sizeof(float));
+        memcpy(u, up + i, (to - i) * sizeof(float));
+        swiglu_range(g, u, 0, 8);
+        memcpy(gate + i, g, (to - i) * sizeof(float));
+    }
 }
 
 #endif
+
+typedef struct {
+    float *gate;
+    const float *up;
+    size_t n;
+} SwigluJob;
+
+static void swiglu_task(void *arg, int thread, int n_threads) {
+    SwigluJob *job = arg;
+    size_t groups = (job->n + 7) / 8, from = groups * thread / n_threads * 8, to = groups * (thread + 1) / n_threads * 8;
+    swiglu_range(job->gate, job->up, from, to < job->n ? to : job->n);
+}
+
+void swiglu(ThreadPool *pool, float *gate, const float *up, size_t n) {
+    SwigluJob job = {gate, up, n};
+    pool_run(pool, swiglu_task, &job);
+}
 
 void matmul(ThreadPool *pool, const Matrix *W, const float *X, int n_tokens, float *Y) {
     MatmulJob job = {W, X, n_tokens, Y};

@@ -51,10 +51,14 @@ Matrix matrix_to_f32(ThreadPool *pool, const Matrix *src);
 Matrix matrix_to_q8(ThreadPool *pool, const Matrix *src);
 void matrix_free(Matrix *m);
 
-/* Helpers for attention: the dot product of two float vectors (summed in the
- * order described above) and y += a * x. */
-float dot(const float *a, const float *b, int n);
-void axpy(float a, const float *x, float *y, int n);
+/* One attention head for one query: out[hd] = softmax(q . k_t / sqrt(hd))
+ * weighted sum of v_t, over the n keys and values ([n][hd] each); scores
+ * is scratch space for n floats. */
+void attend_head(const float *q, const float *keys, const float *values, int n, int hd, float *scores, float *out);
+
+/* The SwiGLU activation, elementwise over n values: gate = silu(gate) * up,
+ * where silu(g) = g / (1 + e^-g). */
+void swiglu(ThreadPool *pool, float *gate, const float *up, size_t n);
 
 /* Conversions of single 16-bit floats. */
 float bf16_to_f32(uint16_t h);

@@ -2,13 +2,11 @@
  *
  * Exit status: 0 on success, 1 on a runtime error (a bad file, a prompt too
  * long for the context), 2 on a usage error (an unknown flag, a bad value). */
-#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,137 +37,6 @@ static const char *flag_value(int argc, char **argv, int *i) {
 
 static int is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
 
-/* ---- generation settings ---- */
-
-/* How to generate: the sampler's settings, the length limit and the ids
- * that end a reply. */
-typedef struct {
-    SamplerConfig sampling;
-    int max_new;                /* tokens to generate at most; -1: until an eos id or the context is full */
-    int eos_ids[MAX_EOS_IDS];
-    int n_eos;
-} Generation;
-
-/* The generation flags as given; NAN / -2 for "not given". */
-typedef struct {
-    double temperature, top_p, min_p, repeat_penalty;
-    long long top_k, seed, max_new;
-} GenerationFlags;
-
-static const GenerationFlags no_generation_flags = {NAN, NAN, NAN, NAN, -2, -2, -2};
-
-static const char *generation_flags_help =
-    "  -n N                 new tokens at most; -1: until an eos token or the context\n"
-    "                       is full (default: %s)\n"
-    "  --temp T             temperature; 0 = greedy (default: generation_config.json's,\n"
-    "                       or greedy when the checkpoint has none, as transformers does)\n"
-    "  --top-k K            keep the K most likely tokens; 0 = off (default: generation_config.json's, else 50)\n"
-    "  --top-p P            keep the most likely tokens up to probability P; 1 = off\n"
-    "                       (default: generation_config.json's, else 1)\n"
-    "  --min-p P            drop tokens less likely than P x the most likely; 0 = off (default 0)\n"
-    "  --repeat-penalty R   divide positive logits of tokens already in the context by R,\n"
-    "                       multiply negative ones; 1 = off (default: generation_config.json's, else 1)\n"
-    "  --seed S             seed of the sampler's random numbers (default: from the clock,\n"
-    "                       printed with the statistics so a run can be repeated)\n";
-
-static double parse_double(const char *flag, const char *value) {
-    char *end;
-    double v = strtod(value, &end);
-    if (*value == '\0' || *end != '\0' || !isfinite(v)) die_usage("%s: expected a number, got '%s'", flag, value);
-    return v;
-}
-
-/* Consumes argv[*i] (and its value) if it is a generation flag. */
-static int parse_generation_flag(int argc, char **argv, int *i, GenerationFlags *f) {
-    const char *a = argv[*i];
-    if (strcmp(a, "--temp") == 0) f->temperature = parse_double(a, flag_value(argc, argv, i));
-    else if (strcmp(a, "--top-p") == 0) f->top_p = parse_double(a, flag_value(argc, argv, i));
-    else if (strcmp(a, "--min-p") == 0) f->min_p = parse_double(a, flag_value(argc, argv, i));
-    else if (strcmp(a, "--repeat-penalty") == 0) f->repeat_penalty = parse_double(a, flag_value(argc, argv, i));
-    else if (strcmp(a, "--top-k") == 0) f->top_k = parse_long(a, flag_value(argc, argv, i), 0, 1 << 30);
-    else if (strcmp(a, "--seed") == 0) {
-        const char *v = flag_value(argc, argv, i);
-        char *end;
-        unsigned long long seed = strtoull(v, &end, 10);
-        if (*v == '\0' || *v == '-' || *end != '\0' || seed > (unsigned long long)INT64_MAX)
-            die_usage("--seed: expected a non-negative integer, got '%s'", v);
-        f->seed = (long long)seed;
-    } else if (strcmp(a, "-n") == 0) f->max_new = parse_long(a, flag_value(argc, argv, i), -1, 1 << 30);
-    else return 0;
-    return 1;
-}
-
-/* A number from generation_config.json, or `fallback` when it is absent. */
-static double generation_number(const char *path, const JsonValue *root, const char *key, double fallback) {
-    const JsonValue *v = json_get(root, key);
-    if (!v || v->type == JSON_NULL) return fallback;
-    if (v->type != JSON_NUMBER) die("%s: \"%s\" must be a number, not %s", path, key, json_type_name(v->type));
-    return v->number.value;
-}
-
-/* The defaults, as transformers' generate takes them: from the checkpoint's
- * generation_config.json when there is one (Qwen2.5-Instruct's samples with
- * temperature 0.7, top-p 0.8, top-k 20, repetition penalty 1.05 and stops at
- * ids 151645 and 151643), else greedy with config.json's eos ids. */
-static Generation generation_defaults(const char *model, const Config *c, int default_max_new) {
-    Generation g = {{0.0, 50, 1.0, 0.0, 1.0, 0}, default_max_new, {0}, c->n_eos};
-    memcpy(g.eos_ids, c->eos_ids, sizeof g.eos_ids);
-    char *path = model_path(model, "generation_config.json"), *text;
-    size_t len;
-    Error e;
-    if (access(path, F_OK) != 0) {
-        free(path);
-        return g;
-    }
-    if (read_file(path, &text, &len, &e) != 0) die("%s", e.msg);
-    JsonDoc doc;
-    if (json_parse(&doc, text, len, &e) != 0) die("%s: %s", path, e.msg);
-    const JsonValue *root = &doc.root;
-    if (root->type != JSON_OBJECT) die("%s: not a JSON object", path);
-    const JsonValue *sample = json_get(root, "do_sample");
-    if (sample && sample->type == JSON_BOOL && sample->boolean) g.sampling.temperature = generation_number(path, root, "temperature", 1.0);
-    g.sampling.top_k = (int)fmin(fmax(generation_number(path, root, "top_k", 50), 0), 1 << 30);
-    g.sampling.top_p = generation_number(path, root, "top_p", 1.0);
-    g.sampling.min_p = generation_number(path, root, "min_p", 0.0);
-    g.sampling.repeat_penalty = generation_number(path, root, "repetition_penalty", 1.0);
-    double max_new = generation_number(path, root, "max_new_tokens", -2);
-    if (max_new >= 1 && max_new <= 1 << 30) g.max_new = (int)max_new;
-    const JsonValue *eos = json_get(root, "eos_token_id");
-    if (eos && eos->type != JSON_NULL) {
-        const JsonValue *items = eos->type == JSON_ARRAY ? eos->items : eos;
-        size_t n = eos->type == JSON_ARRAY ? eos->len : 1;
-        if (n > MAX_EOS_IDS) die("%s: more than %d eos_token_id values", path, MAX_EOS_IDS);
-        g.n_eos = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (items[i].type != JSON_NUMBER || !items[i].number.is_integer || items[i].number.integer < 0 ||
-                items[i].number.integer > INT32_MAX)
-                die("%s: \"eos_token_id\" must be a token id or a list of them", path);
-            g.eos_ids[g.n_eos++] = (int)items[i].number.integer;
-        }
-    }
-    /* A bad value here is the file's fault, not the command line's. */
-    if (sampler_check_config(&g.sampling, &e) != 0) die("%s: %s", path, e.msg);
-    json_free(&doc);
-    free(text);
-    free(path);
-    return g;
-}
-
-/* The defaults with the flags given on top, checked. */
-static Generation generation_settings(const char *model, const Config *c, const GenerationFlags *f, int default_max_new) {
-    Generation g = generation_defaults(model, c, default_max_new);
-    if (!isnan(f->temperature)) g.sampling.temperature = f->temperature;
-    if (!isnan(f->top_p)) g.sampling.top_p = f->top_p;
-    if (!isnan(f->min_p)) g.sampling.min_p = f->min_p;
-    if (!isnan(f->repeat_penalty)) g.sampling.repeat_penalty = f->repeat_penalty;
-    if (f->top_k != -2) g.sampling.top_k = (int)f->top_k;
-    if (f->max_new != -2) g.max_new = (int)f->max_new;
-    g.sampling.seed = f->seed != -2 ? (uint64_t)f->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    Error e;
-    if (sampler_check_config(&g.sampling, &e) != 0) die_usage("%s", e.msg);
-    return g;
-}
-
 /* ---- loading a model ---- */
 
 /* The flags every command that runs the model shares. */
@@ -193,26 +60,27 @@ static int parse_model_flag(int argc, char **argv, int *i, ModelOptions *opt) {
     return 1;
 }
 
-/* Loads the tokenizer and the model of checkpoint MODEL. Every command
+/* Defined with the generation settings below. */
+static void check_generation_config(const char *model, const Config *c);
+
+/* Loads the model and the tokenizer of checkpoint MODEL. Every command
  * loads both, so that each one refuses a broken folder, tokenizer.json
- * included (download.sh and make chat trust `run info` to check a folder). */
-static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt) {
-    /* MODEL first: otherwise the error would name a file inside it. */
-    struct stat st;
-    if (stat(path, &st) != 0) die("%s: %s", path, strerror(errno));
+ * included (download.sh and make chat trust `run info` to check a folder).
+ * With warm_up, the weights' pages are read in on a background thread while
+ * the tokenizer loads, for the commands that run the model. */
+static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool warm_up) {
     Error e;
+    if (model_load(m, path, opt, &e) != 0) die("%s", e.msg);
+    if (warm_up) model_warm_up(m);
     char *tok_path = model_path(path, "tokenizer.json");
     Tokenizer *t = tokenizer_load(tok_path, &e);
     if (!t) die("%s", e.msg);
-    if (model_load(m, path, opt, &e) != 0) die("%s", e.msg);
     /* The tokenizer must not make ids that the model has no embedding for. */
     if (tokenizer_vocab_size(t) > m->config.vocab_size)
         die("%s: token ids go up to %d, past the model's vocab_size of %d", tok_path, tokenizer_vocab_size(t) - 1,
             m->config.vocab_size);
     free(tok_path);
-    /* Only gen and chat use generation_config.json, but it is checked here
-     * too, so that a folder run accepts is whole. */
-    generation_defaults(path, &m->config, -1);
+    check_generation_config(path, &m->config);
     return t;
 }
 
@@ -239,7 +107,7 @@ static int cmd_info(int argc, char **argv) {
     }
     if (!path) die_usage("info: MODEL is missing");
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     const Config *c = &m.config;
     printf("model: %s\n", path);
     printf("architecture: Qwen2, %d layers, hidden %d, MLP %d, %d query heads, %d key/value heads, head_dim %d\n",
@@ -266,7 +134,8 @@ static int cmd_info(int argc, char **argv) {
         params += t->numel;
         bytes += t->nbytes;
     }
-    printf("\nparameters: %zu (%.2f B), %.1f MB on disk\n", params, params / 1e9, bytes / 1e6);
+    printf("\nparameters: %zu (%.2f %s), %.1f MB on disk\n", params, params >= 1e9 ? params / 1e9 : params / 1e6,
+           params >= 1e9 ? "B" : "M", bytes / 1e6);
     size_t weights = model_weight_bytes(&m), kv = model_kv_bytes(&m);
     printf("memory to run: weights %.1f MB (%s%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", weights / 1e6,
            weight_type_name(m.dtype), m.dtype == WEIGHT_F32 || m.dtype == WEIGHT_Q8 ? ", converted at load" : ", mapped from the file",
@@ -361,7 +230,7 @@ static int cmd_fwd(int argc, char **argv) {
         n = 1;
     }
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
     for (int i = 0; i < n; i++) check_token(&m, ids[i]);
     if ((long)pos + n > m.seq_len) die("%d tokens at position %d do not fit the context of %d (-c)", n, pos, m.seq_len);
     m.trace = verbose ? stdout : NULL;
@@ -437,7 +306,7 @@ static int cmd_bench(int argc, char **argv) {
     if (!path) die_usage("bench: MODEL is missing");
     if (!opt.context) opt.context = depth + (n_prompt > n_gen ? n_prompt : n_gen);
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
     int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth;
     if ((long)depth + n_prompt > m.seq_len || (long)depth + n_gen > m.seq_len)
         die("depth %d + %d tokens do not fit the context of %d (-c)", depth, n_prompt > n_gen ? n_prompt : n_gen, m.seq_len);
@@ -477,6 +346,151 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+/* ---- generation settings ---- */
+
+/* How to generate: the sampler's settings, the length limit and the ids
+ * that end a reply. */
+typedef struct {
+    SamplerConfig sampling;
+    int max_new;                /* tokens to generate at most; -1: until an eos id or the context is full */
+    int eos_ids[MAX_EOS_IDS];
+    int n_eos;
+} Generation;
+
+/* The generation flags as given; NAN / -2 for "not given". */
+typedef struct {
+    double temperature, top_p, min_p, repeat_penalty;
+    long long top_k, seed, max_new;
+} GenerationFlags;
+
+static const GenerationFlags no_generation_flags = {NAN, NAN, NAN, NAN, -2, -2, -2};
+
+static const char *generation_flags_help =
+    "  -n N                 new tokens at most; -1: until an eos token or the context\n"
+    "                       is full (default: %s)\n"
+    "  --temp T             temperature; 0 = greedy (default: generation_config.json's,\n"
+    "                       or greedy when the checkpoint has none, as transformers does)\n"
+    "  --top-k K            keep the K most likely tokens; 0 = off (default: generation_config.json's, else 50)\n"
+    "  --top-p P            keep the most likely tokens up to probability P; 1 = off\n"
+    "                       (default: generation_config.json's, else 1)\n"
+    "  --min-p P            drop tokens less likely than P x the most likely; 0 = off (default 0)\n"
+    "  --repeat-penalty R   divide positive logits of tokens already in the context by R,\n"
+    "                       multiply negative ones; 1 = off (default: generation_config.json's, else 1)\n"
+    "  --seed S             seed of the sampler's random numbers (default: from the clock,\n"
+    "                       printed with the statistics so a run can be repeated)\n";
+
+static double parse_double(const char *flag, const char *value) {
+    char *end;
+    double v = strtod(value, &end);
+    if (*value == '\0' || *end != '\0' || !isfinite(v)) die_usage("%s: expected a number, got '%s'", flag, value);
+    return v;
+}
+
+/* Consumes argv[*i] (and its value) if it is a generation flag. */
+static int parse_generation_flag(int argc, char **argv, int *i, GenerationFlags *f) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--temp") == 0) f->temperature = parse_double(a, flag_value(argc, argv, i));
+    else if (strcmp(a, "--top-p") == 0) f->top_p = parse_double(a, flag_value(argc, argv, i));
+    else if (strcmp(a, "--min-p") == 0) f->min_p = parse_double(a, flag_value(argc, argv, i));
+    else if (strcmp(a, "--repeat-penalty") == 0) f->repeat_penalty = parse_double(a, flag_value(argc, argv, i));
+    else if (strcmp(a, "--top-k") == 0) f->top_k = parse_long(a, flag_value(argc, argv, i), 0, 1 << 30);
+    else if (strcmp(a, "--seed") == 0) {
+        const char *v = flag_value(argc, argv, i);
+        char *end;
+        unsigned long long seed = strtoull(v, &end, 10);
+        if (*v == '\0' || *v == '-' || *end != '\0' || seed > (unsigned long long)INT64_MAX)
+            die_usage("--seed: expected a non-negative integer, got '%s'", v);
+        f->seed = (long long)seed;
+    } else if (strcmp(a, "-n") == 0) f->max_new = parse_long(a, flag_value(argc, argv, i), -1, 1 << 30);
+    else return 0;
+    return 1;
+}
+
+/* Checks the values given on the command line before any file is read, so
+ * that a bad value is a usage error whatever the checkpoint holds. */
+static void check_generation_flags(const GenerationFlags *f) {
+    SamplerConfig c = {isnan(f->temperature) ? 1.0 : f->temperature, f->top_k < 0 ? 0 : (int)f->top_k,
+                       isnan(f->top_p) ? 1.0 : f->top_p, isnan(f->min_p) ? 0.0 : f->min_p,
+                       isnan(f->repeat_penalty) ? 1.0 : f->repeat_penalty, 0};
+    Error e;
+    if (sampler_check_config(&c, &e) != 0) die_usage("%s", e.msg);
+}
+
+/* A number from generation_config.json, or `fallback` when it is absent. */
+static double generation_number(const char *path, const JsonValue *root, const char *key, double fallback) {
+    const JsonValue *v = json_get(root, key);
+    if (!v || v->type == JSON_NULL) return fallback;
+    if (v->type != JSON_NUMBER) die("%s: \"%s\" must be a number, not %s", path, key, json_type_name(v->type));
+    return v->number.value;
+}
+
+/* The defaults, as transformers' generate takes them: from the checkpoint's
+ * generation_config.json when there is one (Qwen2.5-Instruct's samples with
+ * temperature 0.7, top-p 0.8, top-k 20, repetition penalty 1.05 and stops at
+ * ids 151645 and 151643), else greedy with config.json's eos ids. */
+static Generation generation_defaults(const char *model, const Config *c, int default_max_new) {
+    Generation g = {{0.0, 50, 1.0, 0.0, 1.0, 0}, default_max_new, {0}, c->n_eos};
+    memcpy(g.eos_ids, c->eos_ids, sizeof g.eos_ids);
+    char *path = model_path(model, "generation_config.json"), *text;
+    size_t len;
+    Error e;
+    if (access(path, F_OK) != 0) {
+        free(path);
+        return g;
+    }
+    if (read_file(path, &text, &len, &e) != 0) die("%s", e.msg);
+    JsonDoc doc;
+    if (json_parse(&doc, text, len, &e) != 0) die("%s: %s", path, e.msg);
+    const JsonValue *root = &doc.root;
+    if (root->type != JSON_OBJECT) die("%s: not a JSON object", path);
+    const JsonValue *sample = json_get(root, "do_sample");
+    if (sample && sample->type == JSON_BOOL && sample->boolean) g.sampling.temperature = generation_number(path, root, "temperature", 1.0);
+    g.sampling.top_k = (int)fmin(fmax(generation_number(path, root, "top_k", 50), 0), 1 << 30);
+    g.sampling.top_p = generation_number(path, root, "top_p", 1.0);
+    g.sampling.min_p = generation_number(path, root, "min_p", 0.0);
+    g.sampling.repeat_penalty = generation_number(path, root, "repetition_penalty", 1.0);
+    double max_new = generation_number(path, root, "max_new_tokens", -2);
+    if (max_new >= 1 && max_new <= 1 << 30) g.max_new = (int)max_new;
+    const JsonValue *eos = json_get(root, "eos_token_id");
+    if (eos && eos->type != JSON_NULL) {
+        const JsonValue *items = eos->type == JSON_ARRAY ? eos->items : eos;
+        size_t n = eos->type == JSON_ARRAY ? eos->len : 1;
+        if (n > MAX_EOS_IDS) die("%s: more than %d eos_token_id values", path, MAX_EOS_IDS);
+        g.n_eos = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (items[i].type != JSON_NUMBER || !items[i].number.is_integer || items[i].number.integer < 0 ||
+                items[i].number.integer > INT32_MAX)
+                die("%s: \"eos_token_id\" must be a token id or a list of them", path);
+            g.eos_ids[g.n_eos++] = (int)items[i].number.integer;
+        }
+    }
+    /* A bad value here is the file's fault, not the command line's. */
+    if (sampler_check_config(&g.sampling, &e) != 0) die("%s: %s", path, e.msg);
+    json_free(&doc);
+    free(text);
+    free(path);
+    return g;
+}
+
+/* generation_config.json is read by gen and chat only, but every command
+ * checks it, so that a folder run accepts is whole. */
+static void check_generation_config(const char *model, const Config *c) { generation_defaults(model, c, -1); }
+
+/* The defaults with the flags given on top, checked. */
+static Generation generation_settings(const char *model, const Config *c, const GenerationFlags *f, int default_max_new) {
+    Generation g = generation_defaults(model, c, default_max_new);
+    if (!isnan(f->temperature)) g.sampling.temperature = f->temperature;
+    if (!isnan(f->top_p)) g.sampling.top_p = f->top_p;
+    if (!isnan(f->min_p)) g.sampling.min_p = f->min_p;
+    if (!isnan(f->repeat_penalty)) g.sampling.repeat_penalty = f->repeat_penalty;
+    if (f->top_k != -2) g.sampling.top_k = (int)f->top_k;
+    if (f->max_new != -2) g.max_new = (int)f->max_new;
+    g.sampling.seed = f->seed != -2 ? (uint64_t)f->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    Error e;
+    if (sampler_check_config(&g.sampling, &e) != 0) die("%s: %s", model, e.msg);
+    return g;
+}
+
 /* ---- a conversation with the model ---- */
 
 /* Everything generation needs: the model with its KV cache, the tokenizer,
@@ -495,11 +509,11 @@ typedef struct {
 static void session_open(Session *s, const char *model, const ModelOptions *opt, const GenerationFlags *flags,
                          int default_max_new) {
     memset(s, 0, sizeof *s);
-    s->tokenizer = load_checkpoint(&s->model, model, opt);
+    s->tokenizer = load_checkpoint(&s->model, model, opt, true);
     s->gen = generation_settings(model, &s->model.config, flags, default_max_new);
     Error e;
     s->sampler = sampler_new(&s->gen.sampling, s->model.config.vocab_size, &e);
-    if (!s->sampler) die_usage("%s", e.msg);
+    if (!s->sampler) die("%s", e.msg);
 }
 
 static void session_close(Session *s) {
@@ -630,6 +644,7 @@ static int cmd_gen(int argc, char **argv) {
         else die_usage("gen: unexpected argument '%s'", a);
     }
     if (!path) die_usage("gen: MODEL is missing");
+    check_generation_flags(&flags);
     size_t len;
     char *text = prompt ? xstrdup(prompt) : read_stdin(&len);
     if (prompt) len = strlen(prompt);
@@ -721,6 +736,7 @@ static int cmd_chat(int argc, char **argv) {
         else path = a;
     }
     if (!path) die_usage("chat: MODEL is missing");
+    check_generation_flags(&flags);
 
     Session s;
     session_open(&s, path, &opt, &flags, -1);

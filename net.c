@@ -354,26 +354,29 @@ static size_t physical_memory(void) {
 
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     memset(m, 0, sizeof *m);
+    char *path = weights_path(model, e);
+    if (!path) return -1;
     char *config_path = model_path(model, "config.json");
     int rc = config_load(&m->config, config_path, e);
     free(config_path);
-    if (rc != 0) return -1;
+    if (rc != 0) {
+        free(path);
+        return -1;
+    }
     const Config *c = &m->config;
 
     m->seq_len = opt->context ? opt->context : (c->max_pos < 4096 ? c->max_pos : 4096);
-    if (m->seq_len < 1 || m->seq_len > c->max_pos)
-        return fail(e, "context %d is outside [1, %d] (max_position_embeddings)", m->seq_len, c->max_pos);
     /* What grows with the context: the KV cache, and each thread's row of
      * attention scores. */
     int threads = opt->threads > 0 ? opt->threads : cpu_count();
     size_t kv = kv_bytes(c, m->seq_len), scores = (size_t)threads * (size_t)m->seq_len * sizeof(float);
-    if (kv == 0 || kv + scores > physical_memory() / 2)
-        return fail(e, "context %d needs %.1f GB (KV cache and attention scores), more than this machine can hold; "
-                    "use a smaller -c", m->seq_len, kv ? (double)(kv + scores) / 1e9 : INFINITY);
-
-    char *path = weights_path(model, e);
-    if (!path) return -1;
-    rc = st_open(&m->st, path, e);
+    if (m->seq_len < 1 || m->seq_len > c->max_pos)
+        rc = fail(e, "context %d is outside [1, %d] (max_position_embeddings)", m->seq_len, c->max_pos);
+    else if (kv == 0 || kv + scores > physical_memory() / 2)
+        rc = fail(e, "context %d needs %.1f GB (KV cache and attention scores), more than this machine can hold; "
+                  "use a smaller -c", m->seq_len, kv ? (double)(kv + scores) / 1e9 : INFINITY);
+    else
+        rc = st_open(&m->st, path, e);
     free(path);
     if (rc != 0) return -1;
     const Tensor *embed = st_find(&m->st, "model.embed_tokens.weight");
@@ -395,7 +398,28 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     return 0;
 }
 
+/* Reads one byte of every page of the mapped files. */
+static void *touch_pages(void *arg) {
+    const SafeTensors *st = arg;
+    long page = sysconf(_SC_PAGESIZE);
+    volatile unsigned char sink = 0;
+    for (int f = 0; f < st->n_files; f++)
+        for (size_t at = 0; at < st->files[f].size; at += (size_t)page) sink ^= ((const unsigned char *)st->files[f].map)[at];
+    (void)sink;
+    return NULL;
+}
+
+void model_warm_up(Model *m) {
+    m->warming_up = pthread_create(&m->warm_up, NULL, touch_pages, &m->st) == 0;
+}
+
+static void wait_for_warm_up(Model *m) {
+    if (m->warming_up) pthread_join(m->warm_up, NULL);
+    m->warming_up = false;
+}
+
 void model_free(Model *m) {
+    wait_for_warm_up(m);
     free_weights(m);
     free_state(&m->state);
     st_close(&m->st);
@@ -458,18 +482,7 @@ static void attend(const Model *m, int layer, int token, int head, int position,
     const float *q = s->q + ((size_t)token * c->n_heads + head) * hd;
     const float *keys = cache_row(m, s->key_cache, layer, kv_head, 0);
     const float *values = cache_row(m, s->value_cache, layer, kv_head, 0);
-    float scale = sqrtf((float)hd), max = -INFINITY, sum = 0;
-    for (int t = 0; t <= position; t++) {
-        scores[t] = dot(q, keys + (size_t)t * hd, hd) / scale;
-        max = fmaxf(max, scores[t]);
-    }
-    for (int t = 0; t <= position; t++) {
-        scores[t] = expf(scores[t] - max);
-        sum += scores[t];
-    }
-    float *out = s->att + ((size_t)token * c->n_heads + head) * hd;
-    memset(out, 0, (size_t)hd * sizeof(float));
-    for (int t = 0; t <= position; t++) axpy(scores[t] / sum, values + (size_t)t * hd, out, hd);
+    attend_head(q, keys, values, position + 1, hd, scores, s->att + ((size_t)token * c->n_heads + head) * hd);
 }
 
 typedef struct {
@@ -552,10 +565,7 @@ static void mlp_block(Model *m, int l, int n) {
     if (m->trace_level > 1) trace(m, l, "mlp_norm", s->xb + (size_t)last * dim, dim);
     matmul(m->pool, &w->w_gate, s->xb, n, s->gate);
     matmul(m->pool, &w->w_up, s->xb, n, s->up);
-    for (size_t i = 0; i < (size_t)n * hidden; i++) {
-        float g = s->gate[i];
-        s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
-    }
+    swiglu(m->pool, s->gate, s->up, (size_t)n * hidden);
     if (m->trace_level > 1) trace(m, l, "mlp_hidden", s->gate + (size_t)last * hidden, hidden);
     matmul(m->pool, &w->w_down, s->gate, n, s->out);
     add(s->x, s->out, n * dim);
@@ -566,6 +576,7 @@ float *forward(Model *m, const int *tokens, int n, int pos, bool all_logits) {
     const Config *c = &m->config;
     RunState *s = &m->state;
     int dim = c->dim;
+    wait_for_warm_up(m);
 
     /* Each token's embedding starts its residual stream. */
     for (int i = 0; i < n; i++) matrix_row(&m->weights.embed, tokens[i], s->x + (size_t)i * dim);

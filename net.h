@@ -4,6 +4,7 @@
 #ifndef NET_H
 #define NET_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -88,6 +89,8 @@ typedef struct {
     WeightType dtype;          /* format of the big matrices */
     SafeTensors st;            /* the mapped checkpoint */
     ThreadPool *pool;
+    pthread_t warm_up;         /* the thread mapping the weights in, see model_warm_up */
+    bool warming_up;
     FILE *trace;               /* when set, forward prints each layer's values here */
     int trace_level;           /* 1: first 4 values and norms; 2: more */
 } Model;
@@ -96,6 +99,12 @@ typedef struct {
  * every shape checked, and the run state. */
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e);
 void model_free(Model *m);
+
+/* Starts mapping every page of the weights in on a background thread, so
+ * that the first forward pass (which waits for it) does not stop at each
+ * page for a fault, and whatever the caller does meanwhile (loading the
+ * tokenizer) overlaps with it. */
+void model_warm_up(Model *m);
 
 /* Bytes of the weights as run, and of the KV cache. */
 size_t model_weight_bytes(const Model *m);

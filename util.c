@@ -25,22 +25,22 @@ int fail(Error *e, const char *fmt, ...) {
     return -1;
 }
 
-/* Prints "run: <prefix><message><suffix>" as exactly one line: control
- * characters in the message (a newline in a tensor name or in an argument,
- * say) are shown as '?'. */
-static void vreport(const char *prefix, const char *fmt, va_list ap, const char *suffix) {
+/* Prints "run: <prefix><message>" as exactly one line: control characters
+ * in the message (a newline in a tensor name or in an argument, say) are
+ * shown as '?'. */
+static void vreport(const char *prefix, const char *fmt, va_list ap) {
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     for (char *p = msg; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7F) *p = '?';
     fflush(stdout);
-    fprintf(stderr, "run: %s%s%s\n", prefix, msg, suffix);
+    fprintf(stderr, "run: %s%s\n", prefix, msg);
 }
 
 noreturn void die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vreport("", fmt, ap, "");
+    vreport("", fmt, ap);
     va_end(ap);
     exit(1);
 }
@@ -48,7 +48,7 @@ noreturn void die(const char *fmt, ...) {
 noreturn void die_usage(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vreport("", fmt, ap, " (try 'run --help')");
+    vreport("", fmt, ap);
     va_end(ap);
     exit(2);
 }
@@ -56,7 +56,7 @@ noreturn void die_usage(const char *fmt, ...) {
 void warn(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vreport("warning: ", fmt, ap, "");
+    vreport("warning: ", fmt, ap);
     va_end(ap);
 }
 

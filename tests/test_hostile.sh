@@ -69,10 +69,10 @@ expect 1 "the model computed a NaN logit" gen "$corpus/nan-weights" hi -n 2 --te
 
 no_such=$corpus/no-such-model
 expect 2 "unknown command 'frobnicate'" frobnicate "$base"
-expect 1 "$no_such: No such file or directory" info "$no_such"
-expect 1 ": No such file or directory" info ""
+expect 1 "$no_such: no such file or folder" info "$no_such"
+expect 1 ": no such file or folder" info ""
 expect 1 "no \"weight_map\" object" info "$base/config.json"
-expect 1 "/dev/tokenizer.json: No such file or directory" info /dev/null
+expect 1 "/dev/config.json: No such file or directory" info /dev/null
 
 # Model flags, as every command takes them.
 expect 2 "info: MODEL is missing" info

@@ -244,7 +244,7 @@ static void test_load_errors(void) {
     load_refused(dir, "\"vocab_size\": 151936", (ModelOptions){0, 1, "f16"}, "--dtype f16: the weights are stored as bf16");
     Model m;
     Error e;
-    CHECK(model_load(&m, "build/no-such-model", &opt, &e) == -1 && strstr(e.msg, "No such file"), "missing folder (%s)", e.msg);
+    CHECK(model_load(&m, "build/no-such-model", &opt, &e) == -1 && strstr(e.msg, "no such file or folder"), "missing folder (%s)", e.msg);
 }
 
 int main(int argc, char **argv) {

@@ -1,0 +1,93 @@
+#!/bin/sh
+# tests/test_cli.sh - the command line end to end: usage and exit statuses,
+# info, fwd, bench, and the errors a user can run into.
+. tests/lib.sh
+
+fixture=${TESTBIN:-build/tests}/make_checkpoint
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+model=$tmp/model
+"$fixture" "$model" --seed 3 --set vocab_size=1000 --set bos_token_id=1 --set eos_token_id=2 >/dev/null
+# Every command checks tokenizer.json too: the hostile corpus's tiny one fits
+# this vocabulary (272 ids).
+cp tests/hostile/base/tokenizer.json "$model/"
+
+# status EXPECTED COMMAND...: runs COMMAND, output to $tmp/out and $tmp/err,
+# and checks its exit status.
+status() {
+    want=$1
+    shift
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    got=$?
+    [ "$got" -eq "$want" ] || { echo "exit $got, expected $want: $*"; cat "$tmp/err"; return 1; }
+}
+# one_error PATTERN: stderr is a single line "run: ..." matching PATTERN.
+one_error() {
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] && head -n 1 "$tmp/err" | grep -q "^run: .*$1" ||
+        { echo "stderr is not one line matching '$1':"; cat "$tmp/err"; return 1; }
+}
+
+# ---- usage ----
+check "no arguments: usage, exit 2" status 2 $RUN
+check "no arguments: usage lists the commands" grep -q "bench" "$tmp/err"
+check "--help: exit 0" status 0 $RUN --help
+for cmd in info fwd gen chat bench tok detok; do
+    check "--help lists $cmd" grep -q "^  $cmd " "$tmp/out"
+done
+for cmd in info fwd gen chat bench tok detok; do
+    check "$cmd --help: exit 0" status 0 $RUN $cmd --help
+    check "$cmd --help: prints a usage line" grep -q "^usage: run $cmd" "$tmp/out"
+done
+check "unknown command: exit 2" status 2 $RUN frobnicate
+check "unknown command: named" grep -q "unknown command 'frobnicate'" "$tmp/err"
+check "unknown flag: exit 2" status 2 $RUN info "$model" --frob
+check "bad -c value: exit 2" status 2 $RUN fwd "$model" 1 0 -c abc
+check "bad -c value: one line" one_error "-c: expected an integer"
+check "-t 0: exit 2" status 2 $RUN fwd "$model" 1 0 -t 0
+check "bad --dtype: exit 2" status 2 $RUN fwd "$model" 1 0 --dtype int4
+check "fwd without tokens: exit 2" status 2 $RUN fwd "$model"
+check "bad --tokens list: exit 2" status 2 $RUN fwd "$model" --tokens 1,,2
+check "gen --temp -1: exit 2" status 2 $RUN gen "$model" hi --temp -1
+check "gen --top-p 2: exit 2" status 2 $RUN gen "$model" hi --top-p 2
+check "gen --seed -5: exit 2" status 2 $RUN gen "$model" hi --seed -5
+
+# ---- info ----
+check "info: exit 0" status 0 $RUN info "$model"
+# Parameters of the default shape (hidden 64, MLP 176, 4 heads of 16, 2 KV
+# heads, 2 layers, vocab 1000, tied), counted by hand:
+#   embedding 1000*64 = 64000; per layer: q 64*64+64, k 32*64+32, v 32*64+32,
+#   o 64*64, gate/up/down 3*176*64, norms 2*64 = 46336; final norm 64.
+check "info: parameter count" grep -q "^parameters: 156736 " "$tmp/out"
+check "info: every tensor listed" test "$(grep -c "^  model\." "$tmp/out")" -eq 26
+check "info: a tensor's shape and bytes" grep -q "model.embed_tokens.weight  *BF16 \[1000, 64\]  *128000 bytes" "$tmp/out"
+check "info: the KV cache at -c 100" sh -c "$RUN info '$model' -c 100 | grep -q 'KV cache 0.1 MB (context 100'"
+check "info on a .safetensors file" status 0 $RUN info "$model/model.safetensors"
+check "info on a missing folder: exit 1" status 1 $RUN info "$tmp/nothing"
+check "info on a missing folder: one line" one_error "nothing: no such file or folder"
+
+# ---- fwd ----
+check "fwd TOKEN POS: exit 0" status 0 $RUN fwd "$model" 5 0
+check "fwd: five next tokens" test "$(grep -c '^  [1-5]\. id' "$tmp/out")" -eq 5
+check "fwd --logits: exit 0" status 0 $RUN fwd "$model" --tokens 5,6,7 --logits "$tmp/logits"
+check "fwd --logits: 3 x 1000 floats" test "$(wc -c <"$tmp/logits")" -eq 12000
+# The top token printed is the argmax of the last row written.
+top=$(sed -n 's/^  1\. id \([0-9]*\) .*/\1/p' "$tmp/out")
+argmax=$(python3 -c "
+import struct, sys
+v = struct.unpack('<3000f', open(sys.argv[1], 'rb').read())[2000:]
+print(max(range(1000), key=lambda i: v[i]))" "$tmp/logits")
+check "fwd: the top token is the argmax of the logits file" test "$top" = "$argmax"
+check "fwd -v traces every layer" sh -c "$RUN fwd '$model' 5 0 -v | grep -c '^layer  [01] x+mlp' | grep -q 2"
+check "fwd: token outside the vocabulary: exit 1" status 1 $RUN fwd "$model" --tokens 5,1000
+check "fwd: token outside the vocabulary: one line" one_error "token id 1000 is outside the vocabulary"
+check "fwd: position past the context: exit 1" status 1 $RUN fwd "$model" 5 200 -c 100
+check "fwd: position past the context: one line" one_error "do not fit the context of 100"
+check "fwd: context above max_position_embeddings: exit 1" status 1 $RUN fwd "$model" 5 0 -c 99999
+check "fwd --logits to a missing folder: exit 1" status 1 $RUN fwd "$model" --tokens 5 --logits "$tmp/no/such/file"
+
+# ---- bench ----
+check "bench: exit 0" status 0 $RUN bench "$model" -p 8 -n 4 -r 1
+check "bench: pp line" sh -c "tail -n 2 '$tmp/out' | head -n 1 | grep -Eq '^pp8: [0-9]+\.[0-9] tok/s$'"
+check "bench: tg line last" sh -c "tail -n 1 '$tmp/out' | grep -Eq '^tg4: [0-9]+\.[0-9] tok/s$'"
+
+summary test_cli
