@@ -13,20 +13,21 @@ typedef struct JsonBlock {
     _Alignas(16) unsigned char data[];
 } JsonBlock;
 
-static void *arena_alloc(JsonBlock **arena, size_t size) {
-    size = (size + 15) & ~(size_t)15;
+/* size bytes aligned to align (a power of two up to 16): strings need no
+ * alignment, and packing them saves much memory in big documents. */
+static void *arena_alloc(JsonBlock **arena, size_t size, size_t align) {
     JsonBlock *b = *arena;
-    if (!b || b->cap - b->used < size) {
+    size_t at = b ? (b->used + align - 1) & ~(align - 1) : 0;
+    if (!b || at > b->cap || b->cap - at < size) {
         size_t cap = size > (1u << 20) ? size : (1u << 20);
         b = xmalloc(sizeof(JsonBlock) + cap);
         b->next = *arena;
-        b->used = 0;
         b->cap = cap;
         *arena = b;
+        at = 0;
     }
-    void *p = b->data + b->used;
-    b->used += size;
-    return p;
+    b->used = at + size;
+    return b->data + at;
 }
 
 static void arena_free(JsonBlock *b) {
@@ -42,12 +43,12 @@ static void arena_free(JsonBlock *b) {
 typedef struct {
     const char *start, *p, *end;
     JsonBlock *arena;
-    /* Children of the arrays and objects being parsed, stacked so that nested
-     * containers share one growing buffer; copied to the arena when done. */
-    JsonValue *items;
-    size_t n_items, cap_items;
-    JsonMember *members;
-    size_t n_members, cap_members;
+    /* Children (JsonValues of arrays, JsonMembers of objects) of the
+     * containers being parsed, stacked in one growing buffer that nested
+     * containers share; copied to the arena when their container is done.
+     * Sharing one buffer keeps the peak memory of big documents down. */
+    unsigned char *stack;
+    size_t stack_used, stack_cap;  /* bytes */
     Error *e;
 } Parser;
 
@@ -132,9 +133,32 @@ static size_t utf8_valid_len(const unsigned char *s, const unsigned char *end) {
  * decoded form is never longer than the escaped one, which bounds the size. */
 static int parse_string(Parser *ps, const char **out, size_t *out_len) {
     const char *q = ++ps->p;  /* past the opening quote */
+
+    /* Most strings have no escapes: find the closing quote, and copy the
+     * bytes at once, checking the UTF-8 only when there are non-ASCII ones. */
+    unsigned char seen = 0;  /* all the bytes OR-ed, to know if one is >= 0x80 */
+    while (q < ps->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20) seen |= (unsigned char)*q++;
+    if (q < ps->end && *q == '"') {
+        for (const unsigned char *s = (const unsigned char *)ps->p; (seen & 0x80) && s < (const unsigned char *)q;) {
+            size_t len = *s < 0x80 ? 1 : utf8_valid_len(s, (const unsigned char *)q);
+            if (len == 0) return error_at(ps, (const char *)s, "invalid UTF-8 in string");
+            s += len;
+        }
+        size_t n = (size_t)(q - ps->p);
+        char *dst = arena_alloc(&ps->arena, n + 1, 1);
+        memcpy(dst, ps->p, n);
+        dst[n] = '\0';
+        ps->p = q + 1;
+        *out = dst;
+        *out_len = n;
+        return 0;
+    }
+
+    /* The general case: find the end, then decode escapes on the way. */
+    q = ps->p;
     while (q < ps->end && *q != '"') q += (*q == '\\' && q + 1 < ps->end) ? 2 : 1;
     if (q >= ps->end) return error_at(ps, ps->p - 1, "unterminated string");
-    char *dst = arena_alloc(&ps->arena, (size_t)(q - ps->p) + 1);
+    char *dst = arena_alloc(&ps->arena, (size_t)(q - ps->p) + 1, 1);
     size_t n = 0;
     const char *s = ps->p;
     while (s < q) {
@@ -248,24 +272,26 @@ static int expect_word(Parser *ps, const char *word) {
     return 0;
 }
 
-static void push_item(Parser *ps, const JsonValue *v) {
-    if (ps->n_items == ps->cap_items) {
-        ps->cap_items = ps->cap_items ? 2 * ps->cap_items : 256;
-        ps->items = xrealloc(ps->items, ps->cap_items, sizeof *ps->items);
+static void push_child(Parser *ps, const void *child, size_t size) {
+    if (ps->stack_cap - ps->stack_used < size) {
+        ps->stack_cap = ps->stack_cap ? 2 * ps->stack_cap : 1u << 14;
+        ps->stack = xrealloc(ps->stack, ps->stack_cap, 1);
     }
-    ps->items[ps->n_items++] = *v;
+    memcpy(ps->stack + ps->stack_used, child, size);
+    ps->stack_used += size;
 }
 
-static void push_member(Parser *ps, const JsonMember *m) {
-    if (ps->n_members == ps->cap_members) {
-        ps->cap_members = ps->cap_members ? 2 * ps->cap_members : 256;
-        ps->members = xrealloc(ps->members, ps->cap_members, sizeof *ps->members);
-    }
-    ps->members[ps->n_members++] = *m;
+/* Moves the children stacked since base to the arena. */
+static void *pop_children(Parser *ps, size_t base, size_t align) {
+    size_t size = ps->stack_used - base;
+    void *children = arena_alloc(&ps->arena, size, align);
+    memcpy(children, ps->stack + base, size);
+    ps->stack_used = base;
+    return children;
 }
 
 static int parse_array(Parser *ps, JsonValue *out, int depth) {
-    size_t base = ps->n_items;
+    size_t base = ps->stack_used;
     ps->p++;  /* '[' */
     skip_space(ps);
     if (ps->p < ps->end && *ps->p == ']') {
@@ -274,7 +300,7 @@ static int parse_array(Parser *ps, JsonValue *out, int depth) {
         for (;;) {
             JsonValue v;
             if (parse_value(ps, &v, depth + 1) != 0) return -1;
-            push_item(ps, &v);
+            push_child(ps, &v, sizeof v);
             skip_space(ps);
             if (ps->p < ps->end && *ps->p == ',') {
                 ps->p++;
@@ -288,15 +314,13 @@ static int parse_array(Parser *ps, JsonValue *out, int depth) {
         }
     }
     out->type = JSON_ARRAY;
-    out->len = ps->n_items - base;
-    out->items = arena_alloc(&ps->arena, out->len * sizeof(JsonValue));
-    memcpy(out->items, ps->items + base, out->len * sizeof(JsonValue));
-    ps->n_items = base;
+    out->len = (ps->stack_used - base) / sizeof(JsonValue);
+    out->items = pop_children(ps, base, _Alignof(JsonValue));
     return 0;
 }
 
 static int parse_object(Parser *ps, JsonValue *out, int depth) {
-    size_t base = ps->n_members;
+    size_t base = ps->stack_used;
     ps->p++;  /* '{' */
     skip_space(ps);
     if (ps->p < ps->end && *ps->p == '}') {
@@ -312,7 +336,7 @@ static int parse_object(Parser *ps, JsonValue *out, int depth) {
             if (ps->p >= ps->end || *ps->p != ':') return error_at(ps, ps->p, "expected ':' after key");
             ps->p++;
             if (parse_value(ps, &m.value, depth + 1) != 0) return -1;
-            push_member(ps, &m);
+            push_child(ps, &m, sizeof m);
             skip_space(ps);
             if (ps->p < ps->end && *ps->p == ',') {
                 ps->p++;
@@ -326,10 +350,8 @@ static int parse_object(Parser *ps, JsonValue *out, int depth) {
         }
     }
     out->type = JSON_OBJECT;
-    out->len = ps->n_members - base;
-    out->members = arena_alloc(&ps->arena, out->len * sizeof(JsonMember));
-    memcpy(out->members, ps->members + base, out->len * sizeof(JsonMember));
-    ps->n_members = base;
+    out->len = (ps->stack_used - base) / sizeof(JsonMember);
+    out->members = pop_children(ps, base, _Alignof(JsonMember));
     return 0;
 }
 
@@ -367,8 +389,7 @@ int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e) {
         skip_space(&ps);
         if (ps.p != ps.end) rc = error_at(&ps, ps.p, "unexpected data after the JSON value");
     }
-    free(ps.items);
-    free(ps.members);
+    free(ps.stack);
     if (rc != 0) {
         arena_free(ps.arena);
         memset(doc, 0, sizeof *doc);

@@ -31,6 +31,13 @@ typedef struct {
 
 static const uint64_t EMPTY_PAIR = UINT64_MAX;
 
+/* A slot of the vocabulary's hash table. The tag (bits of the token's hash)
+ * rules out most other tokens without reading their bytes. */
+typedef struct {
+    uint32_t tag;
+    int32_t id;       /* -1 marks a free slot */
+} VocabSlot;
+
 /* The ids of pieces already encoded, to skip BPE for words seen before. A
  * fixed-size table emptied whenever it fills, so memory stays bounded. */
 enum {
@@ -82,7 +89,7 @@ struct Tokenizer {
     bool *is_added;             /* [vocab_size]: an added token (not one of BPE's) */
     uint16_t byte_char[256];    /* the byte-level alphabet: the character that shows each byte */
     int byte_token[256];        /* the vocabulary token of each single byte, where BPE starts */
-    int *vocab;                 /* hash table of vocabulary ids by their bytes; -1: free slot */
+    VocabSlot *vocab;           /* hash table of the vocabulary tokens by their bytes */
     size_t vocab_mask;          /* its size - 1 (a power of two) */
     Merge *merges;              /* hash table of merge rules by pair */
     size_t merge_mask;
@@ -105,15 +112,17 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* A hash of s[0..n): a multiply-xor per 8-byte word, then one full mix. */
 static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = mix(n);
+    uint64_t h = n * 0x9E3779B97F4A7C15u;
     for (; n >= 8; s += 8, n -= 8) {
         uint64_t word;
         memcpy(&word, s, 8);
-        h = mix(h ^ word);
+        h = (h ^ word) * 0xBF58476D1CE4E5B9u;
+        h ^= h >> 29;
     }
     uint64_t tail = 0;
-    memcpy(&tail, s, n);
+    for (size_t i = 0; i < n; i++) tail |= (uint64_t)(unsigned char)s[i] << (8 * i);
     return mix(h ^ tail);
 }
 
@@ -134,15 +143,19 @@ static bool has_token(const Tokenizer *t, int id) { return id >= 0 && id < t->vo
 
 /* The slot of the vocabulary token with bytes s[0..n), or of the free slot
  * where it would go. */
-static size_t vocab_slot(const Tokenizer *t, const char *s, size_t n) {
-    size_t i = hash_bytes(s, n) & t->vocab_mask;
-    for (;; i = (i + 1) & t->vocab_mask) {
-        int id = t->vocab[i];
-        if (id < 0 || (token_len(t, id) == n && memcmp(t->bytes + t->start[id], s, n) == 0)) return i;
+static size_t vocab_slot(const Tokenizer *t, const char *s, size_t n, uint64_t hash) {
+    for (size_t i = hash & t->vocab_mask;; i = (i + 1) & t->vocab_mask) {
+        const VocabSlot *slot = &t->vocab[i];
+        if (slot->id < 0) return i;
+        if (slot->tag == (uint32_t)(hash >> 32) && token_len(t, slot->id) == n &&
+            memcmp(t->bytes + t->start[slot->id], s, n) == 0)
+            return i;
     }
 }
 
-static int vocab_find(const Tokenizer *t, const char *s, size_t n) { return t->vocab[vocab_slot(t, s, n)]; }
+static int vocab_find(const Tokenizer *t, const char *s, size_t n) {
+    return t->vocab[vocab_slot(t, s, n, hash_bytes(s, n))].id;
+}
 
 static const Merge *merge_find(const Tokenizer *t, int left, int right) {
     uint64_t key = pair_key(left, right);
@@ -375,21 +388,33 @@ static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *ad
         if (total > UINT32_MAX) return fail(e, "the tokens are too long");
     }
 
-    /* The bytes, and the hash table of vocabulary tokens. */
+    /* The bytes and their hashes, then the hash table of vocabulary tokens
+     * (in a loop of its own, for the reason given at MERGE_BATCH). */
     t->bytes = xmalloc(total + 1);
-    t->vocab_mask = table_size(vocab->len) - 1;
-    t->vocab = xmalloc((t->vocab_mask + 1) * sizeof *t->vocab);
-    memset(t->vocab, 0xFF, (t->vocab_mask + 1) * sizeof *t->vocab);
+    uint64_t *hashes = xmalloc(vocab->len * sizeof *hashes);
     for (size_t i = 0; i < vocab->len; i++) {
         const JsonMember *m = &vocab->members[i];
         int id = (int)m->value.number.integer;
-        char *dst = t->bytes + t->start[id];
-        if (byte_level_decode(char_byte, m->key, m->key_len, dst) < 0)
+        if (byte_level_decode(char_byte, m->key, m->key_len, t->bytes + t->start[id]) < 0) {
+            free(hashes);
             return fail(e, "vocab token '%s' is not in the byte-level alphabet", shown(m->key, m->key_len, buf));
-        size_t slot = vocab_slot(t, dst, token_len(t, id));
-        if (t->vocab[slot] >= 0) return fail(e, "vocab token '%s' is given twice", shown(m->key, m->key_len, buf));
-        t->vocab[slot] = id;
+        }
+        hashes[i] = hash_bytes(t->bytes + t->start[id], token_len(t, id));
     }
+    t->vocab_mask = table_size(vocab->len) - 1;
+    t->vocab = xmalloc((t->vocab_mask + 1) * sizeof *t->vocab);
+    for (size_t i = 0; i <= t->vocab_mask; i++) t->vocab[i].id = -1;
+    for (size_t i = 0; i < vocab->len; i++) {
+        const JsonMember *m = &vocab->members[i];
+        int id = (int)m->value.number.integer;
+        size_t slot = vocab_slot(t, t->bytes + t->start[id], token_len(t, id), hashes[i]);
+        if (t->vocab[slot].id >= 0) {
+            free(hashes);
+            return fail(e, "vocab token '%s' is given twice", shown(m->key, m->key_len, buf));
+        }
+        t->vocab[slot] = (VocabSlot){(uint32_t)(hashes[i] >> 32), id};
+    }
+    free(hashes);
     for (unsigned b = 0; b < 256; b++) {
         char byte = (char)b;
         t->byte_token[b] = vocab_find(t, &byte, 1);
@@ -412,64 +437,119 @@ static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *ad
     return 0;
 }
 
-/* Reads model.merges, as "left right" strings or ["left", "right"] pairs. */
+/* The two halves of merge rule m: "left right" strings or ["left", "right"]
+ * pairs. Returns -1 when it is neither. */
+static int merge_halves(const JsonValue *m, const char **left, size_t *left_len, const char **right,
+                        size_t *right_len) {
+    if (m->type == JSON_STRING) {
+        const char *space = memchr(m->string, ' ', m->len);
+        if (!space || memchr(space + 1, ' ', m->len - (size_t)(space + 1 - m->string))) return -1;
+        *left = m->string, *left_len = (size_t)(space - m->string);
+        *right = space + 1, *right_len = m->len - *left_len - 1;
+        return 0;
+    }
+    if (m->type != JSON_ARRAY || m->len != 2 || m->items[0].type != JSON_STRING || m->items[1].type != JSON_STRING)
+        return -1;
+    *left = m->items[0].string, *left_len = m->items[0].len;
+    *right = m->items[1].string, *right_len = m->items[1].len;
+    return 0;
+}
+
+/* A merge rule being read: its halves decoded side by side (together they
+ * spell the merged token), and the three tokens' hashes, then ids. */
+typedef struct {
+    size_t at, left_len, right_len;  /* the left half is text[at ..], the right one follows it */
+    uint64_t hash[3];                /* of the left, right and merged tokens */
+    int id[3];
+} MergeText;
+
+/* Rules are read in batches, one pass over a batch per step rather than one
+ * rule at a time: a look-up in the big hash tables usually misses the cache,
+ * and a tight loop of independent look-ups lets the processor wait for many
+ * misses at once. The look-ups PREFETCH rules ahead are also prefetched. */
+enum { MERGE_BATCH = 1024, PREFETCH = 8 };
+
+/* Reads model.merges into t's table of merge rules; a rule's rank is its
+ * position in the list. */
 static int load_merges(Tokenizer *t, const JsonValue *merges, const int16_t *char_byte, Error *e) {
     char buf[48], buf2[48];
     if (!merges || merges->type != JSON_ARRAY) return fail(e, "no \"model.merges\" array");
     t->merge_mask = table_size(merges->len) - 1;
     t->merges = xmalloc((t->merge_mask + 1) * sizeof *t->merges);
     for (size_t i = 0; i <= t->merge_mask; i++) t->merges[i].pair = EMPTY_PAIR;
-    char *scratch = NULL;
-    size_t scratch_cap = 0;
+    MergeText *batch = xmalloc(MERGE_BATCH * sizeof *batch);
+    char *text = NULL;
+    size_t text_cap = 0;
     int rc = 0;
-    for (size_t rank = 0; rank < merges->len && rc == 0; rank++) {
-        const JsonValue *m = &merges->items[rank];
-        const char *left, *right;
-        size_t left_len, right_len;
-        if (m->type == JSON_STRING) {
-            const char *space = memchr(m->string, ' ', m->len);
-            if (!space || memchr(space + 1, ' ', m->len - (size_t)(space + 1 - m->string))) {
-                rc = fail(e, "merge %zu ('%s') is not two tokens separated by one space", rank,
-                          shown(m->string, m->len, buf));
+    for (size_t first = 0; first < merges->len && rc == 0; first += MERGE_BATCH) {
+        size_t n = merges->len - first < MERGE_BATCH ? merges->len - first : MERGE_BATCH;
+
+        /* 1. Split and decode each rule, and hash its tokens. */
+        size_t used = 0;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            const char *left, *right;
+            size_t left_len, right_len;
+            if (merge_halves(&merges->items[first + i], &left, &left_len, &right, &right_len) != 0) {
+                rc = fail(e, "merge %zu is neither a \"left right\" string nor a pair of strings", first + i);
                 break;
             }
-            left = m->string, left_len = (size_t)(space - m->string);
-            right = space + 1, right_len = m->len - left_len - 1;
-        } else if (m->type == JSON_ARRAY && m->len == 2 && m->items[0].type == JSON_STRING &&
-                   m->items[1].type == JSON_STRING) {
-            left = m->items[0].string, left_len = m->items[0].len;
-            right = m->items[1].string, right_len = m->items[1].len;
-        } else {
-            rc = fail(e, "merge %zu is neither a \"left right\" string nor a pair of strings", rank);
-            break;
+            if (used + left_len + right_len > text_cap)
+                text = xrealloc(text, text_cap = 2 * (used + left_len + right_len), 1);
+            MergeText *m = &batch[i];
+            long a = byte_level_decode(char_byte, left, left_len, text + used);
+            long b = a < 0 ? -1 : byte_level_decode(char_byte, right, right_len, text + used + a);
+            if (a <= 0 || b <= 0) {
+                rc = fail(e, "merge %zu: '%s' is not in the vocabulary", first + i,
+                          a <= 0 ? shown(left, left_len, buf) : shown(right, right_len, buf));
+                break;
+            }
+            *m = (MergeText){.at = used, .left_len = (size_t)a, .right_len = (size_t)b};
+            m->hash[0] = hash_bytes(text + used, m->left_len);
+            m->hash[1] = hash_bytes(text + used + a, m->right_len);
+            m->hash[2] = hash_bytes(text + used, m->left_len + m->right_len);
+            used += m->left_len + m->right_len;
         }
-        /* Decode both halves side by side: together they spell the merge. */
-        if (left_len + right_len > scratch_cap) scratch = xrealloc(scratch, scratch_cap = left_len + right_len, 1);
-        long a = byte_level_decode(char_byte, left, left_len, scratch);
-        long b = a < 0 ? -1 : byte_level_decode(char_byte, right, right_len, scratch + a);
-        int left_id = a > 0 ? vocab_find(t, scratch, (size_t)a) : -1;
-        int right_id = b > 0 ? vocab_find(t, scratch + a, (size_t)b) : -1;
-        int merged = left_id >= 0 && right_id >= 0 ? vocab_find(t, scratch, (size_t)(a + b)) : -1;
-        if (left_id < 0 || right_id < 0) {
-            rc = fail(e, "merge %zu: '%s' is not in the vocabulary", rank,
-                      left_id < 0 ? shown(left, left_len, buf) : shown(right, right_len, buf));
-            break;
+
+        /* 2. Look the tokens up. */
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            MergeText *m = &batch[i];
+            for (int k = 0; k < 3 && i + PREFETCH < n; k++)
+                __builtin_prefetch(&t->vocab[batch[i + PREFETCH].hash[k] & t->vocab_mask]);
+            const char *s = text + m->at;
+            m->id[0] = t->vocab[vocab_slot(t, s, m->left_len, m->hash[0])].id;
+            m->id[1] = t->vocab[vocab_slot(t, s + m->left_len, m->right_len, m->hash[1])].id;
+            m->id[2] = t->vocab[vocab_slot(t, s, m->left_len + m->right_len, m->hash[2])].id;
         }
-        if (merged < 0) {
-            rc = fail(e, "merge %zu: the token it makes ('%s' + '%s') is not in the vocabulary", rank,
-                      shown(left, left_len, buf), shown(right, right_len, buf2));
-            break;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            const MergeText *m = &batch[i];
+            const char *left, *right;
+            size_t left_len, right_len;
+            if (m->id[0] >= 0 && m->id[1] >= 0 && m->id[2] >= 0) continue;
+            merge_halves(&merges->items[first + i], &left, &left_len, &right, &right_len);
+            if (m->id[0] < 0 || m->id[1] < 0)
+                rc = fail(e, "merge %zu: '%s' is not in the vocabulary", first + i,
+                          m->id[0] < 0 ? shown(left, left_len, buf) : shown(right, right_len, buf));
+            else
+                rc = fail(e, "merge %zu: the token it makes ('%s' + '%s') is not in the vocabulary", first + i,
+                          shown(left, left_len, buf), shown(right, right_len, buf2));
         }
-        uint64_t key = pair_key(left_id, right_id);
-        size_t slot = mix(key) & t->merge_mask;
-        while (t->merges[slot].pair != EMPTY_PAIR && t->merges[slot].pair != key) slot = (slot + 1) & t->merge_mask;
-        if (t->merges[slot].pair == key) {
-            rc = fail(e, "merge %zu repeats merge %u", rank, t->merges[slot].rank);
-            break;
+
+        /* 3. Enter the rules in the table (hashing all the pairs first, to
+         * know which slots to prefetch). */
+        for (size_t i = 0; i < n && rc == 0; i++) batch[i].hash[0] = mix(pair_key(batch[i].id[0], batch[i].id[1]));
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            const MergeText *m = &batch[i];
+            if (i + PREFETCH < n) __builtin_prefetch(&t->merges[batch[i + PREFETCH].hash[0] & t->merge_mask]);
+            uint64_t key = pair_key(m->id[0], m->id[1]);
+            size_t slot = m->hash[0] & t->merge_mask;
+            while (t->merges[slot].pair != EMPTY_PAIR && t->merges[slot].pair != key) slot = (slot + 1) & t->merge_mask;
+            if (t->merges[slot].pair == key)
+                rc = fail(e, "merge %zu repeats merge %u", first + i, t->merges[slot].rank);
+            t->merges[slot] = (Merge){key, (uint32_t)(first + i), m->id[2]};
         }
-        t->merges[slot] = (Merge){key, (uint32_t)rank, merged};
     }
-    free(scratch);
+    free(batch);
+    free(text);
     return rc;
 }
 
