@@ -49,6 +49,11 @@ typedef struct {
      * Sharing one buffer keeps the peak memory of big documents down. */
     unsigned char *stack;
     size_t stack_used, stack_cap;  /* bytes */
+    /* The children of a big container (OWN_BLOCK_MIN bytes or more) move off
+     * the stack to a block of their own, grown in place and in the end made
+     * part of the arena: then big arrays and objects are neither held twice
+     * nor copied. own[d] is the block of the container open at depth d. */
+    JsonBlock *own[JSON_MAX_DEPTH];
     Error *e;
 } Parser;
 
@@ -281,11 +286,51 @@ static void push_child(Parser *ps, const void *child, size_t size) {
     ps->stack_used += size;
 }
 
-/* Moves the children stacked since base to the arena. */
-static void *pop_children(Parser *ps, size_t base, size_t align) {
-    size_t size = ps->stack_used - base;
-    void *children = arena_alloc(&ps->arena, size, align);
-    memcpy(children, ps->stack + base, size);
+enum { OWN_BLOCK_MIN = 1 << 16 };
+
+/* Adds a child to the container open at depth, whose children start at
+ * base on the stack (or are in its own block). */
+static void add_child(Parser *ps, size_t base, int depth, const void *child, size_t size) {
+    JsonBlock *b = ps->own[depth];
+    if (!b && ps->stack_used - base < OWN_BLOCK_MIN) {
+        push_child(ps, child, size);
+        return;
+    }
+    if (!b) {
+        size_t n = ps->stack_used - base;
+        b = xmalloc(sizeof(JsonBlock) + 2 * n);
+        b->next = NULL;
+        b->used = n;
+        b->cap = 2 * n;
+        memcpy(b->data, ps->stack + base, n);
+        ps->stack_used = base;
+    } else if (b->cap - b->used < size) {
+        b->cap *= 2;
+        b = xrealloc(b, sizeof(JsonBlock) + b->cap, 1);
+    }
+    memcpy(b->data + b->used, child, size);
+    b->used += size;
+    ps->own[depth] = b;
+}
+
+/* The children of the container open at depth, as one array in the arena;
+ * *size is their size in bytes. */
+static void *take_children(Parser *ps, size_t base, int depth, size_t align, size_t *size) {
+    JsonBlock *b = ps->own[depth];
+    if (b) {  /* join the arena behind its current block, which stays the one to allocate from */
+        ps->own[depth] = NULL;
+        if (ps->arena) {
+            b->next = ps->arena->next;
+            ps->arena->next = b;
+        } else {
+            ps->arena = b;
+        }
+        *size = b->used;
+        return b->data;
+    }
+    *size = ps->stack_used - base;
+    void *children = arena_alloc(&ps->arena, *size, align);
+    memcpy(children, ps->stack + base, *size);
     ps->stack_used = base;
     return children;
 }
@@ -300,7 +345,7 @@ static int parse_array(Parser *ps, JsonValue *out, int depth) {
         for (;;) {
             JsonValue v;
             if (parse_value(ps, &v, depth + 1) != 0) return -1;
-            push_child(ps, &v, sizeof v);
+            add_child(ps, base, depth, &v, sizeof v);
             skip_space(ps);
             if (ps->p < ps->end && *ps->p == ',') {
                 ps->p++;
@@ -313,9 +358,10 @@ static int parse_array(Parser *ps, JsonValue *out, int depth) {
             return error_at(ps, ps->p, ps->p < ps->end ? "expected ',' or ']'" : "unexpected end of input in array");
         }
     }
+    size_t size;
     out->type = JSON_ARRAY;
-    out->len = (ps->stack_used - base) / sizeof(JsonValue);
-    out->items = pop_children(ps, base, _Alignof(JsonValue));
+    out->items = take_children(ps, base, depth, _Alignof(JsonValue), &size);
+    out->len = size / sizeof(JsonValue);
     return 0;
 }
 
@@ -336,7 +382,7 @@ static int parse_object(Parser *ps, JsonValue *out, int depth) {
             if (ps->p >= ps->end || *ps->p != ':') return error_at(ps, ps->p, "expected ':' after key");
             ps->p++;
             if (parse_value(ps, &m.value, depth + 1) != 0) return -1;
-            push_child(ps, &m, sizeof m);
+            add_child(ps, base, depth, &m, sizeof m);
             skip_space(ps);
             if (ps->p < ps->end && *ps->p == ',') {
                 ps->p++;
@@ -349,9 +395,10 @@ static int parse_object(Parser *ps, JsonValue *out, int depth) {
             return error_at(ps, ps->p, ps->p < ps->end ? "expected ',' or '}'" : "unexpected end of input in object");
         }
     }
+    size_t size;
     out->type = JSON_OBJECT;
-    out->len = (ps->stack_used - base) / sizeof(JsonMember);
-    out->members = pop_children(ps, base, _Alignof(JsonMember));
+    out->members = take_children(ps, base, depth, _Alignof(JsonMember), &size);
+    out->len = size / sizeof(JsonMember);
     return 0;
 }
 
@@ -390,6 +437,7 @@ int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e) {
         if (ps.p != ps.end) rc = error_at(&ps, ps.p, "unexpected data after the JSON value");
     }
     free(ps.stack);
+    for (int d = 0; d < JSON_MAX_DEPTH; d++) free(ps.own[d]);  /* left by an error */
     if (rc != 0) {
         arena_free(ps.arena);
         memset(doc, 0, sizeof *doc);
