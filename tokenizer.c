@@ -20,7 +20,7 @@
 enum { MAX_VOCAB = 1 << 22 };
 
 /* The Qwen2 pre-tokenizer regex, as tokenizer.json gives it (JSON-decoded):
- * the one pattern implemented, by hand, in piece_end(). */
+ * the one pattern implemented, by hand, in tokenizer_piece_end(). */
 static const char QWEN2_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
@@ -787,8 +787,7 @@ static size_t contraction_len(const char *s, size_t n) {
     return 0;
 }
 
-/* The end of the piece that starts at s[i]. */
-static size_t piece_end(const char *s, size_t n, size_t i) {
+size_t tokenizer_piece_end(const char *s, size_t n, size_t i) {
     size_t len, next_len;
     unsigned cls = class_at(s, n, i, &len);
     if (s[i] == '\'') {
@@ -822,7 +821,7 @@ static void encode_text(Tokenizer *t, const char *s, size_t n, TokenIds *out) {
     char *normalized = NULL;
     if (!nfc_quick_check(s, n)) s = normalized = nfc_normalize(s, n, &n);
     for (size_t i = 0; i < n;) {
-        size_t end = piece_end(s, n, i);
+        size_t end = tokenizer_piece_end(s, n, i);
         encode_piece(t, s + i, end - i, out);
         i = end;
     }

@@ -67,6 +67,11 @@ typedef enum {
  * thread-safe: t keeps a cache of the pieces it has seen. */
 size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode mode, TokenIds *out);
 
+/* The pre-tokenizer alone: the end of the piece of the Qwen2 regex that
+ * starts at text[start], in valid UTF-8 text[0..len) (NFC already). Pieces
+ * are encoded separately, so no token crosses from one into the next. */
+size_t tokenizer_piece_end(const char *text, size_t len, size_t start);
+
 /* The text of ids[0..n): a fresh NUL-terminated string of *len bytes, or -1
  * with an error when an id has no token. */
 int tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, char **text, size_t *len, Error *e);
