@@ -330,7 +330,7 @@ static void *take_children(Parser *ps, size_t base, int depth, size_t align, siz
     }
     *size = ps->stack_used - base;
     void *children = arena_alloc(&ps->arena, *size, align);
-    memcpy(children, ps->stack + base, *size);
+    if (*size) memcpy(children, ps->stack + base, *size);  /* the stack may not exist yet */
     ps->stack_used = base;
     return children;
 }
