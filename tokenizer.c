@@ -91,7 +91,6 @@ struct Tokenizer {
     char *bytes;                /* every token's bytes, back to back */
     uint32_t *start;            /* [vocab_size + 1]: token id is bytes[start[id] .. start[id + 1]),
                                    empty when no token has that id */
-    bool *is_added;             /* [vocab_size]: an added token (not one of BPE's) */
     uint16_t byte_char[256];    /* the byte-level alphabet: the character that shows each byte */
     int byte_token[256];        /* the vocabulary token of each single byte, where BPE starts */
     VocabSlot *vocab;           /* hash table of the vocabulary tokens by their bytes */
@@ -199,7 +198,7 @@ char *tokenizer_spelling(const Tokenizer *t, int id) {
     if (!bytes) return NULL;
     char *out = xmalloc(2 * len + 1);  /* a byte's character takes 1 or 2 bytes */
     size_t n = 0;
-    if (t->is_added[id]) {
+    if (added_find(t, bytes, len) == id) {
         memcpy(out, bytes, len);
         n = len;
     } else {
@@ -211,19 +210,22 @@ char *tokenizer_spelling(const Tokenizer *t, int id) {
 
 /* ---- loading ---- */
 
+/* One past the last character of the byte-level alphabet. */
+enum { ALPHABET_END = 256 + 68 };
+
 /* GPT-2's byte-level alphabet shows every byte as a printable character:
  * printable Latin-1 bytes as themselves, the 68 others (controls, space,
- * DEL, NBSP, soft hyphen) as U+0100, U+0101, ... in byte order. */
-static void make_byte_level_alphabet(uint16_t byte_char[256]) {
+ * DEL, NBSP, soft hyphen) as U+0100, U+0101, ... in byte order. Fills the
+ * character of each byte, and the byte of each character (-1 for none). */
+static void make_byte_level_alphabet(uint16_t byte_char[256], int16_t char_byte[ALPHABET_END]) {
     uint16_t next = 256;
+    for (unsigned c = 0; c < ALPHABET_END; c++) char_byte[c] = -1;
     for (unsigned b = 0; b < 256; b++) {
         bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
         byte_char[b] = printable ? (uint16_t)b : next++;
+        char_byte[byte_char[b]] = (int16_t)b;
     }
 }
-
-/* The inverse of the alphabet: the byte each character shows, -1 for none. */
-enum { ALPHABET_END = 256 + 68 };
 
 /* Decodes a string of the byte-level alphabet s[0..n) into out (room for n
  * bytes); returns the number of bytes, or -1 when a character is not in the
@@ -273,6 +275,7 @@ static const char *type_of(const JsonValue *section) {
 
 /* Checks that tokenizer.json describes the pipeline implemented here. */
 static int check_pipeline(const JsonValue *root, Error *e) {
+    if (root->type != JSON_OBJECT) return fail(e, "not a JSON object");
     const JsonValue *model = json_get(root, "model");
     if (!model || model->type != JSON_OBJECT) return fail(e, "no \"model\" object");
     if (!is_string(json_get(model, "type"), "BPE"))
@@ -333,11 +336,10 @@ static int check_added(const JsonValue *a, size_t i, Error *e) {
 
 /* Records that token id is len bytes long; an id already taken is an error
  * (every token is at least one byte, so a length of 0 means free). */
-static int claim_id(Tokenizer *t, int id, size_t len, bool added, Error *e) {
+static int claim_id(Tokenizer *t, int id, size_t len, Error *e) {
     if (t->start[id] != 0) return fail(e, "token id %d is given twice", id);
     if (len > UINT32_MAX) return fail(e, "token id %d is too long", id);
     t->start[id] = (uint32_t)len;
-    t->is_added[id] = added;
     return 0;
 }
 
@@ -348,14 +350,10 @@ static size_t count_chars(const char *s, size_t n) {
     return count;
 }
 
-/* Reads the vocabulary and the added tokens into t's token table. */
-static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, const int16_t *char_byte,
-                       Error *e) {
+/* Checks the ids of the vocabulary and the added tokens, then lays out the
+ * token table: vocab_size, and each token's place in bytes (start). */
+static int lay_out_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, Error *e) {
     char buf[48];
-    if (!vocab || vocab->type != JSON_OBJECT) return fail(e, "no \"model.vocab\" object");
-    if (!is_null(added) && added->type != JSON_ARRAY)
-        return fail(e, "\"added_tokens\" is %s, not an array", json_type_name(added->type));
-    size_t n_added = is_null(added) ? 0 : added->len;
     int64_t max_id = -1;
     for (size_t i = 0; i < vocab->len; i++) {
         const JsonMember *m = &vocab->members[i];
@@ -365,7 +363,7 @@ static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *ad
         if (m->key_len == 0) return fail(e, "vocab has an empty token");
         if (m->value.number.integer > max_id) max_id = m->value.number.integer;
     }
-    for (size_t i = 0; i < n_added; i++) {
+    for (size_t i = 0; i < added->len; i++) {
         if (check_added(&added->items[i], i, e) != 0) return -1;
         int64_t id = json_get(&added->items[i], "id")->number.integer;
         if (id > max_id) max_id = id;
@@ -376,14 +374,13 @@ static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *ad
     /* Each token's length (a character of the byte-level alphabet is one
      * byte), then from the lengths each token's offset. */
     t->start = xcalloc((size_t)t->vocab_size + 1, sizeof *t->start);
-    t->is_added = xcalloc((size_t)t->vocab_size, sizeof *t->is_added);
     for (size_t i = 0; i < vocab->len; i++) {
         const JsonMember *m = &vocab->members[i];
-        if (claim_id(t, (int)m->value.number.integer, count_chars(m->key, m->key_len), false, e) != 0) return -1;
+        if (claim_id(t, (int)m->value.number.integer, count_chars(m->key, m->key_len), e) != 0) return -1;
     }
-    for (size_t i = 0; i < n_added; i++) {
+    for (size_t i = 0; i < added->len; i++) {
         const JsonValue *a = &added->items[i];
-        if (claim_id(t, (int)json_get(a, "id")->number.integer, json_get(a, "content")->len, true, e) != 0) return -1;
+        if (claim_id(t, (int)json_get(a, "id")->number.integer, json_get(a, "content")->len, e) != 0) return -1;
     }
     uint64_t total = 0;
     for (int id = 0; id <= t->vocab_size; id++) {
@@ -392,43 +389,53 @@ static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *ad
         total += len;
         if (total > UINT32_MAX) return fail(e, "the tokens are too long");
     }
-
-    /* The bytes and their hashes, then the hash table of vocabulary tokens
-     * (in a loop of its own, for the reason given at MERGE_BATCH). */
     t->bytes = xmalloc(total + 1);
-    uint64_t *hashes = xmalloc(vocab->len * sizeof *hashes);
-    for (size_t i = 0; i < vocab->len; i++) {
+    return 0;
+}
+
+/* Decodes the vocabulary into the token table and indexes it by bytes. */
+static int load_vocab(Tokenizer *t, const JsonValue *vocab, const int16_t *char_byte, Error *e) {
+    char buf[48];
+    /* The bytes and their hashes first, then the hash table in a loop of its
+     * own (for the reason given at MERGE_BATCH). */
+    uint64_t *hashes = xmalloc((vocab->len + 1) * sizeof *hashes);
+    int rc = 0;
+    for (size_t i = 0; i < vocab->len && rc == 0; i++) {
         const JsonMember *m = &vocab->members[i];
         int id = (int)m->value.number.integer;
         if (byte_level_decode(char_byte, m->key, m->key_len, t->bytes + t->start[id]) < 0) {
-            free(hashes);
-            return fail(e, "vocab token '%s' is not in the byte-level alphabet", shown(m->key, m->key_len, buf));
+            rc = fail(e, "vocab token '%s' is not in the byte-level alphabet", shown(m->key, m->key_len, buf));
+            break;
         }
         hashes[i] = hash_bytes(t->bytes + t->start[id], token_len(t, id));
     }
     t->vocab_mask = table_size(vocab->len) - 1;
     t->vocab = xmalloc((t->vocab_mask + 1) * sizeof *t->vocab);
     for (size_t i = 0; i <= t->vocab_mask; i++) t->vocab[i].id = -1;
-    for (size_t i = 0; i < vocab->len; i++) {
+    for (size_t i = 0; i < vocab->len && rc == 0; i++) {
         const JsonMember *m = &vocab->members[i];
         int id = (int)m->value.number.integer;
         size_t slot = vocab_slot(t, t->bytes + t->start[id], token_len(t, id), hashes[i]);
-        if (t->vocab[slot].id >= 0) {
-            free(hashes);
-            return fail(e, "vocab token '%s' is given twice", shown(m->key, m->key_len, buf));
-        }
-        t->vocab[slot] = (VocabSlot){(uint32_t)(hashes[i] >> 32), id};
+        if (t->vocab[slot].id >= 0)
+            rc = fail(e, "vocab token '%s' is given twice", shown(m->key, m->key_len, buf));
+        else
+            t->vocab[slot] = (VocabSlot){(uint32_t)(hashes[i] >> 32), id};
     }
     free(hashes);
-    for (unsigned b = 0; b < 256; b++) {
+    for (unsigned b = 0; b < 256 && rc == 0; b++) {
         char byte = (char)b;
         t->byte_token[b] = vocab_find(t, &byte, 1);
-        if (t->byte_token[b] < 0) return fail(e, "the vocabulary has no token for byte 0x%02X", b);
+        if (t->byte_token[b] < 0) rc = fail(e, "the vocabulary has no token for byte 0x%02X", b);
     }
+    return rc;
+}
 
-    /* The added tokens, longest first so that the first match is the longest. */
-    t->added = xmalloc((n_added ? n_added : 1) * sizeof *t->added);
-    for (size_t i = 0; i < n_added; i++) {
+/* Copies the added tokens into the token table, and lists them longest
+ * first, so that the first one matching in a text is the longest. */
+static int load_added(Tokenizer *t, const JsonValue *added, Error *e) {
+    char buf[48];
+    t->added = xmalloc((added->len + 1) * sizeof *t->added);
+    for (size_t i = 0; i < added->len; i++) {
         const JsonValue *content = json_get(&added->items[i], "content");
         int id = (int)json_get(&added->items[i], "id")->number.integer;
         if (added_find(t, content->string, content->len) >= 0)
@@ -466,6 +473,7 @@ typedef struct {
     size_t at, left_len, right_len;  /* the left half is text[at ..], the right one follows it */
     uint64_t hash[3];                /* of the left, right and merged tokens */
     int id[3];
+    uint64_t pair_hash;              /* of the pair of ids, for the table of rules */
 } MergeText;
 
 /* Rules are read in batches, one pass over a batch per step rather than one
@@ -541,16 +549,17 @@ static int load_merges(Tokenizer *t, const JsonValue *merges, const int16_t *cha
 
         /* 3. Enter the rules in the table (hashing all the pairs first, to
          * know which slots to prefetch). */
-        for (size_t i = 0; i < n && rc == 0; i++) batch[i].hash[0] = mix(pair_key(batch[i].id[0], batch[i].id[1]));
+        for (size_t i = 0; i < n && rc == 0; i++) batch[i].pair_hash = mix(pair_key(batch[i].id[0], batch[i].id[1]));
         for (size_t i = 0; i < n && rc == 0; i++) {
             const MergeText *m = &batch[i];
-            if (i + PREFETCH < n) __builtin_prefetch(&t->merges[batch[i + PREFETCH].hash[0] & t->merge_mask]);
+            if (i + PREFETCH < n) __builtin_prefetch(&t->merges[batch[i + PREFETCH].pair_hash & t->merge_mask]);
             uint64_t key = pair_key(m->id[0], m->id[1]);
-            size_t slot = m->hash[0] & t->merge_mask;
+            size_t slot = m->pair_hash & t->merge_mask;
             while (t->merges[slot].pair != EMPTY_PAIR && t->merges[slot].pair != key) slot = (slot + 1) & t->merge_mask;
             if (t->merges[slot].pair == key)
                 rc = fail(e, "merge %zu repeats merge %u", first + i, t->merges[slot].rank);
-            t->merges[slot] = (Merge){key, (uint32_t)(first + i), m->id[2]};
+            else
+                t->merges[slot] = (Merge){key, (uint32_t)(first + i), m->id[2]};
         }
     }
     free(batch);
@@ -583,17 +592,21 @@ static int parse_json_file(const char *path, JsonDoc *doc, Error *e) {
 Tokenizer *tokenizer_load(const char *path, Error *e) {
     JsonDoc doc;
     if (parse_json_file(path, &doc, e) != 0) return NULL;
-    Error why;
-    int rc;
     Tokenizer *t = xcalloc(1, sizeof *t);
-    make_byte_level_alphabet(t->byte_char);
     int16_t char_byte[ALPHABET_END];
-    memset(char_byte, 0xFF, sizeof char_byte);
-    for (unsigned b = 0; b < 256; b++) char_byte[t->byte_char[b]] = (int16_t)b;
-    const JsonValue *model = json_get(&doc.root, "model");
-    if (doc.root.type != JSON_OBJECT) rc = fail(&why, "not a JSON object");
-    else rc = check_pipeline(&doc.root, &why);
-    if (rc == 0) rc = load_tokens(t, json_get(model, "vocab"), json_get(&doc.root, "added_tokens"), char_byte, &why);
+    make_byte_level_alphabet(t->byte_char, char_byte);
+    const JsonValue *model = json_get(&doc.root, "model"), *vocab = json_get(model, "vocab"),
+                    *added = json_get(&doc.root, "added_tokens");
+    const JsonValue no_added = {.type = JSON_ARRAY};
+    Error why;
+    int rc = check_pipeline(&doc.root, &why);
+    if (rc == 0 && (!vocab || vocab->type != JSON_OBJECT)) rc = fail(&why, "no \"model.vocab\" object");
+    if (rc == 0 && !is_null(added) && added->type != JSON_ARRAY)
+        rc = fail(&why, "\"added_tokens\" is %s, not an array", json_type_name(added->type));
+    if (is_null(added)) added = &no_added;
+    if (rc == 0) rc = lay_out_tokens(t, vocab, added, &why);
+    if (rc == 0) rc = load_vocab(t, vocab, char_byte, &why);
+    if (rc == 0) rc = load_added(t, added, &why);
     if (rc == 0) rc = load_merges(t, json_get(model, "merges"), char_byte, &why);
     json_free(&doc);
     if (rc != 0) {
@@ -611,7 +624,6 @@ void tokenizer_free(Tokenizer *t) {
     if (!t) return;
     free(t->bytes);
     free(t->start);
-    free(t->is_added);
     free(t->vocab);
     free(t->merges);
     free(t->added);
