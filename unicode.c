@@ -278,7 +278,7 @@ char *nfc_normalize(const char *s, size_t n, size_t *out_len) {
         uint32_t c;
         bool truncated;
         i += utf8_next(s + i, n - i, &c, &truncated);
-        decompose(&cps, c);
+        decompose(&cps, c == UTF8_INVALID ? UNICODE_REPLACEMENT : c);  /* should s not be valid after all */
     }
     canonical_order(&cps);
     compose(&cps);
