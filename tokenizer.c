@@ -802,13 +802,15 @@ static size_t contraction_len(const char *s, size_t n) {
 size_t tokenizer_piece_end(const char *s, size_t n, size_t i) {
     size_t len, next_len;
     unsigned cls = class_at(s, n, i, &len);
-    if (s[i] == '\'') {
+    if (s[i] == '\'') {  /* 1 */
         size_t m = contraction_len(s + i, n - i);
         if (m) return i + m;
     }
+    /* 2: the letters start at j, after s[i] if it may lead them */
     size_t j = (cls & (UNICODE_LETTER | UNICODE_NUMBER)) || is_newline(s[i]) ? i : i + len;
     if (j < n && class_at(s, n, j, &next_len) == UNICODE_LETTER) return run_end(s, n, j, UNICODE_LETTER);
-    if (cls == UNICODE_NUMBER) return i + len;
+    if (cls == UNICODE_NUMBER) return i + len;  /* 3 */
+    /* 4: the punctuation starts at j, after s[i] if it is a space */
     j = s[i] == ' ' ? i + 1 : i;
     if (j < n && class_at(s, n, j, &next_len) == 0) {
         j = run_end(s, n, j, 0);
