@@ -35,8 +35,10 @@ NORMALIZATION_AGE = (9, 0)
 CLASSES_AGE = (16, 0)
 
 # The letters (General_Category L*) and numbers (N*) that Unicode 15.1 and
-# 16.0 assigned, from Unicode 16.0.0's DerivedGeneralCategory.txt: used when
-# the UCD at hand predates them (Debian 12 ships Unicode 15.0).
+# 16.0 assigned, as Unicode 16.0.0's DerivedGeneralCategory.txt lists them:
+# used when the UCD at hand predates them (Debian 12 ships Unicode 15.0).
+# The resulting classes were checked against Hugging Face's regex for every
+# code point.
 ADDED_IN_16 = {
     "L": ["1C89..1C8A", "A7CB..A7CD", "A7DA..A7DC", "105C0..105F3", "10D4A..10D65", "10D6F..10D85",
           "10EC2..10EC4", "11380..11389", "1138B", "1138E", "11390..113B5", "113B7", "113D1", "113D3",
@@ -46,7 +48,8 @@ ADDED_IN_16 = {
           "1E5F1..1E5FA"],
 }
 MAX_CP = 0x110000
-HANGUL_S, HANGUL_S_COUNT = 0xAC00, 11172
+# Hangul vowel and final consonant jamo, which compose with what precedes
+# them (by arithmetic, not by the tables): U+1161.. and U+11A8...
 HANGUL_V, HANGUL_V_COUNT = 0x1161, 21
 HANGUL_T, HANGUL_T_COUNT = 0x11A7, 28
 
