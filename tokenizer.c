@@ -86,6 +86,13 @@ typedef struct {
 
 static const size_t NONE = SIZE_MAX;
 
+/* An added token: found in texts by its content, which may differ from the
+ * bytes it decodes to (see added_token_bytes). */
+typedef struct {
+    int id;
+    uint32_t at, len;  /* the content is added_text[at .. at + len) */
+} AddedToken;
+
 struct Tokenizer {
     int vocab_size;             /* largest id + 1 */
     char *bytes;                /* every token's bytes, back to back */
@@ -97,8 +104,9 @@ struct Tokenizer {
     size_t vocab_mask;          /* its size - 1 (a power of two) */
     Merge *merges;              /* hash table of merge rules by pair */
     size_t merge_mask;
-    int *added;                 /* [n_added] the added tokens' ids, longest content first */
+    AddedToken *added;          /* [n_added] the added tokens, longest content first */
     int n_added;
+    char *added_text;           /* their contents, back to back */
     bool added_starts[256];     /* whether some added token begins with this byte */
     PieceCache cache;
     Symbol *symbols;            /* BPE scratch, grown as pieces need */
@@ -172,18 +180,18 @@ static const Merge *merge_find(const Tokenizer *t, int left, int right) {
 
 int tokenizer_vocab_size(const Tokenizer *t) { return t->vocab_size; }
 
-/* The added token whose content is s[0..n), or -1. */
-static int added_find(const Tokenizer *t, const char *s, size_t n) {
+/* The added token whose content is s[0..n), or NULL. */
+static const AddedToken *added_find(const Tokenizer *t, const char *s, size_t n) {
     for (int i = 0; i < t->n_added; i++) {
-        int id = t->added[i];
-        if (token_len(t, id) == n && memcmp(t->bytes + t->start[id], s, n) == 0) return id;
+        const AddedToken *a = &t->added[i];
+        if (a->len == n && memcmp(t->added_text + a->at, s, n) == 0) return a;
     }
-    return -1;
+    return NULL;
 }
 
 int tokenizer_find(const Tokenizer *t, const char *content, size_t len) {
-    int id = added_find(t, content, len);
-    return id >= 0 || len == 0 ? id : vocab_find(t, content, len);
+    const AddedToken *a = added_find(t, content, len);
+    return a ? a->id : len == 0 ? -1 : vocab_find(t, content, len);
 }
 
 const char *tokenizer_token(const Tokenizer *t, int id, size_t *len) {
@@ -196,14 +204,16 @@ char *tokenizer_spelling(const Tokenizer *t, int id) {
     size_t len;
     const char *bytes = tokenizer_token(t, id, &len);
     if (!bytes) return NULL;
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].id == id) {
+            char *out = xmalloc(t->added[i].len + 1);
+            memcpy(out, t->added_text + t->added[i].at, t->added[i].len);
+            out[t->added[i].len] = '\0';
+            return out;
+        }
     char *out = xmalloc(2 * len + 1);  /* a byte's character takes 1 or 2 bytes */
     size_t n = 0;
-    if (added_find(t, bytes, len) == id) {
-        memcpy(out, bytes, len);
-        n = len;
-    } else {
-        for (size_t i = 0; i < len; i++) n += utf8_put(t->byte_char[(unsigned char)bytes[i]], out + n);
-    }
+    for (size_t i = 0; i < len; i++) n += utf8_put(t->byte_char[(unsigned char)bytes[i]], out + n);
     out[n] = '\0';
     return out;
 }
@@ -350,9 +360,21 @@ static size_t count_chars(const char *s, size_t n) {
     return count;
 }
 
+/* The bytes an added token decodes to, written into out (room for n bytes),
+ * and their number. As Hugging Face's ByteLevel decoder does: the bytes its
+ * characters stand for when all are in the byte-level alphabet (so "Ċ"
+ * decodes to a newline), or else its content s[0..n) as it is. */
+static size_t added_token_bytes(const int16_t *char_byte, const char *s, size_t n, char *out) {
+    long len = byte_level_decode(char_byte, s, n, out);
+    if (len >= 0) return (size_t)len;
+    memcpy(out, s, n);
+    return n;
+}
+
 /* Checks the ids of the vocabulary and the added tokens, then lays out the
  * token table: vocab_size, and each token's place in bytes (start). */
-static int lay_out_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, Error *e) {
+static int lay_out_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, const int16_t *char_byte,
+                          Error *e) {
     char buf[48];
     int64_t max_id = -1;
     for (size_t i = 0; i < vocab->len; i++) {
@@ -378,10 +400,16 @@ static int lay_out_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue 
         const JsonMember *m = &vocab->members[i];
         if (claim_id(t, (int)m->value.number.integer, count_chars(m->key, m->key_len), e) != 0) return -1;
     }
-    for (size_t i = 0; i < added->len; i++) {
-        const JsonValue *a = &added->items[i];
-        if (claim_id(t, (int)json_get(a, "id")->number.integer, json_get(a, "content")->len, e) != 0) return -1;
+    char *scratch = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < added->len && rc == 0; i++) {
+        const JsonValue *a = &added->items[i], *content = json_get(a, "content");
+        scratch = xrealloc(scratch, content->len, 1);
+        size_t len = added_token_bytes(char_byte, content->string, content->len, scratch);
+        rc = claim_id(t, (int)json_get(a, "id")->number.integer, len, e);
     }
+    free(scratch);
+    if (rc != 0) return -1;
     uint64_t total = 0;
     for (int id = 0; id <= t->vocab_size; id++) {
         uint64_t len = id < t->vocab_size ? t->start[id] : 0;
@@ -430,20 +458,27 @@ static int load_vocab(Tokenizer *t, const JsonValue *vocab, const int16_t *char_
     return rc;
 }
 
-/* Copies the added tokens into the token table, and lists them longest
- * first, so that the first one matching in a text is the longest. */
-static int load_added(Tokenizer *t, const JsonValue *added, Error *e) {
+/* Puts the added tokens into the token table, and lists them longest first,
+ * so that the first one matching in a text is the longest. */
+static int load_added(Tokenizer *t, const JsonValue *added, const int16_t *char_byte, Error *e) {
     char buf[48];
+    size_t text_len = 0;
+    for (size_t i = 0; i < added->len; i++) text_len += json_get(&added->items[i], "content")->len;
+    if (text_len > UINT32_MAX) return fail(e, "the added tokens are too long");
     t->added = xmalloc((added->len + 1) * sizeof *t->added);
+    t->added_text = xmalloc(text_len + 1);
+    uint32_t at = 0;
     for (size_t i = 0; i < added->len; i++) {
         const JsonValue *content = json_get(&added->items[i], "content");
         int id = (int)json_get(&added->items[i], "id")->number.integer;
-        if (added_find(t, content->string, content->len) >= 0)
+        if (added_find(t, content->string, content->len))
             return fail(e, "added token '%s' is given twice", shown(content->string, content->len, buf));
-        memcpy(t->bytes + t->start[id], content->string, content->len);
+        added_token_bytes(char_byte, content->string, content->len, t->bytes + t->start[id]);
+        memcpy(t->added_text + at, content->string, content->len);
         int k = t->n_added++;
-        while (k > 0 && token_len(t, t->added[k - 1]) < content->len) t->added[k] = t->added[k - 1], k--;
-        t->added[k] = id;
+        while (k > 0 && t->added[k - 1].len < content->len) t->added[k] = t->added[k - 1], k--;
+        t->added[k] = (AddedToken){id, at, (uint32_t)content->len};
+        at += (uint32_t)content->len;
         t->added_starts[(unsigned char)content->string[0]] = true;
     }
     return 0;
@@ -604,9 +639,9 @@ Tokenizer *tokenizer_load(const char *path, Error *e) {
     if (rc == 0 && !is_null(added) && added->type != JSON_ARRAY)
         rc = fail(&why, "\"added_tokens\" is %s, not an array", json_type_name(added->type));
     if (is_null(added)) added = &no_added;
-    if (rc == 0) rc = lay_out_tokens(t, vocab, added, &why);
+    if (rc == 0) rc = lay_out_tokens(t, vocab, added, char_byte, &why);
     if (rc == 0) rc = load_vocab(t, vocab, char_byte, &why);
-    if (rc == 0) rc = load_added(t, added, &why);
+    if (rc == 0) rc = load_added(t, added, char_byte, &why);
     if (rc == 0) rc = load_merges(t, json_get(model, "merges"), char_byte, &why);
     json_free(&doc);
     if (rc != 0) {
@@ -627,6 +662,7 @@ void tokenizer_free(Tokenizer *t) {
     free(t->vocab);
     free(t->merges);
     free(t->added);
+    free(t->added_text);
     free(t->cache.slots);
     free(t->cache.keys);
     free(t->cache.ids);
@@ -842,15 +878,14 @@ static void encode_text(Tokenizer *t, const char *s, size_t n, TokenIds *out) {
     free(normalized);
 }
 
-/* The longest added token at s[i], or -1. */
-static int added_at(const Tokenizer *t, const char *s, size_t n, size_t i) {
-    if (!t->added_starts[(unsigned char)s[i]]) return -1;
+/* The longest added token at s[i], or NULL. */
+static const AddedToken *added_at(const Tokenizer *t, const char *s, size_t n, size_t i) {
+    if (!t->added_starts[(unsigned char)s[i]]) return NULL;
     for (int k = 0; k < t->n_added; k++) {
-        int id = t->added[k];
-        size_t len = token_len(t, id);
-        if (len <= n - i && memcmp(s + i, t->bytes + t->start[id], len) == 0) return id;
+        const AddedToken *a = &t->added[k];
+        if (a->len <= n - i && memcmp(s + i, t->added_text + a->at, a->len) == 0) return a;
     }
-    return -1;
+    return NULL;
 }
 
 size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode mode, TokenIds *out) {
@@ -860,14 +895,14 @@ size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode m
     if (valid) text = valid, len = valid_len;
     size_t done = 0, i = 0;  /* text[0..done) is encoded; an added token is looked for at i */
     while (mode == ENCODE_ADDED_TOKENS && i < len) {
-        int id = added_at(t, text, len, i);
-        if (id < 0) {
+        const AddedToken *a = added_at(t, text, len, i);
+        if (!a) {
             i++;
             continue;
         }
         encode_text(t, text + done, i - done, out);
-        token_ids_push(out, id);
-        i = done = i + token_len(t, id);
+        token_ids_push(out, a->id);
+        i = done = i + a->len;
     }
     encode_text(t, text + done, len - done, out);
     free(valid);

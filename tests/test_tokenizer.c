@@ -395,13 +395,18 @@ static void test_long_and_random(Tokenizer *t) {
 /* ---- hostile tokenizer.json files ---- */
 
 /* A small valid tokenizer.json: the 256 byte tokens (ids 0..255, in byte
- * order), "ab" (256) made by the one merge "a b", and <|end|> (257). */
+ * order), "ab" (256) made by the one merge "a b", and the added tokens
+ * <|end|> (257), "\u010a\u010a!" (258: all its characters are in the
+ * byte-level alphabet, so it decodes to "\n\n!", as in Hugging Face) and
+ * "a  b" (259: a space is not, so it decodes to itself). */
 static char *small_tokenizer_json(void) {
     char *json = xmalloc(1 << 16);
     size_t n = (size_t)sprintf(json,
         "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,"
         "\"added_tokens\":[{\"id\":257,\"content\":\"<|end|>\",\"single_word\":false,\"lstrip\":false,"
-        "\"rstrip\":false,\"normalized\":false,\"special\":true}],"
+        "\"rstrip\":false,\"normalized\":false,\"special\":true},"
+        "{\"id\":258,\"content\":\"\\u010a\\u010a!\",\"special\":false},"
+        "{\"id\":259,\"content\":\"a  b\",\"special\":false}],"
         "\"normalizer\":{\"type\":\"NFC\"},"
         "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
         "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+"
@@ -471,6 +476,15 @@ static void test_hostile(void) {
     CHECK(t != NULL, "the small tokenizer.json loads (%s)", t ? "" : e.msg);
     if (t) {
         IDS(t, "ab<|end|>a", 256, 257, 'a');
+        IDS(t, "x\xC4\x8A\xC4\x8A!a  b", 'x', 258, 259);
+        size_t len;
+        const int ids[] = {258, 259};
+        char *text = decode(t, ids, 2, &len), *spelling = tokenizer_spelling(t, 258);
+        CHECK(same_bytes(text, len, "\n\n!a  b", 7), "added tokens decode as Hugging Face's ByteLevel decoder does");
+        CHECK(spelling && strcmp(spelling, "\xC4\x8A\xC4\x8A!") == 0, "an added token is spelled as its content");
+        CHECK(tokenizer_find(t, "\xC4\x8A\xC4\x8A!", 5) == 258, "an added token is found by its content");
+        free(text);
+        free(spelling);
         tokenizer_free(t);
     }
     char *pairs = replaced(base, "[\"a b\"]", "[[\"a\",\"b\"]]");
@@ -512,7 +526,7 @@ static void test_hostile(void) {
     refuse(base, "\"ab\":256", "\"a b\":256", "not in the byte-level alphabet");
     refuse(base, "\"ab\":256", "\"\\u0400\":256", "not in the byte-level alphabet");
     refuse(base, "\"ab\":256", "\"\":256", "empty token");
-    refuse(base, "\"ab\":256", "\"ab\":256,\"ab\":258", "vocab token 'ab' is given twice");
+    refuse(base, "\"ab\":256", "\"ab\":256,\"ab\":300", "vocab token 'ab' is given twice");
     refuse(base, "\"!\":33,", "", "no token for byte 0x21");
     refuse(base, "\"id\":257", "\"id\":256", "token id 256 is given twice");
     refuse(base, "\"id\":257", "\"id\":null", "\"id\" is not an integer");
