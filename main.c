@@ -30,9 +30,8 @@ static int is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(ar
 
 /* ---- subcommands ---- */
 
-/* ---- tok and detok ---- */
-
-/* The tokenizer of MODEL (its tokenizer.json), or a runtime error. */
+/* The tokenizer of MODEL (its tokenizer.json, whose path goes to *path) for
+ * tok and detok; a runtime error when it cannot be loaded. */
 static Tokenizer *load_tokenizer(const char *model, char **path) {
     Error e;
     *path = model_path(model, "tokenizer.json");
