@@ -41,7 +41,7 @@ static Tokenizer *load_tokenizer(const char *model, char **path) {
 }
 
 /* All of standard input. */
-static char *read_stdin(size_t *len) {
+static char *read_standard_input(size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = xmalloc(cap);
     size_t got;
@@ -95,7 +95,7 @@ static int cmd_tok(int argc, char **argv) {
         Error e;
         if (read_file(file, &data, &len, &e) != 0) die("%s", e.msg);
     } else {
-        data = read_stdin(&len);
+        data = read_standard_input(&len);
     }
     TokenIds ids = {0};
     size_t bad = tokenizer_encode(t, data, len, plain ? ENCODE_PLAIN : ENCODE_ADDED_TOKENS, &ids);
