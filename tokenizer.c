@@ -80,11 +80,14 @@ typedef struct {
 typedef struct {
     uint32_t rank;
     int32_t merged;
-    size_t left, right;     /* positions of the two tokens */
-    int left_id, right_id;  /* their ids when the pair was pushed */
+    size_t left;            /* position of the left token */
+    int left_id, right_id;  /* the ids of the pair when it was pushed */
 } Candidate;
 
 static const size_t NONE = SIZE_MAX;
+
+/* Bytes of the longest piece whose BPE scratch memory is kept between calls. */
+enum { BPE_SCRATCH_KEPT = 1 << 16 };
 
 /* An added token: found in texts by its content, which may differ from the
  * bytes it decodes to (see added_token_bytes). */
@@ -701,7 +704,7 @@ static void push_candidate(Tokenizer *t, size_t left, size_t right) {
         t->heap_cap = t->heap_cap ? 2 * t->heap_cap : 256;
         t->heap = xrealloc(t->heap, t->heap_cap, sizeof *t->heap);
     }
-    Candidate c = {m->rank, m->merged, left, right, t->symbols[left].id, t->symbols[right].id};
+    Candidate c = {m->rank, m->merged, left, t->symbols[left].id, t->symbols[right].id};
     size_t i = t->heap_n++;
     while (i > 0 && candidate_before(&c, &t->heap[(i - 1) / 2])) {
         t->heap[i] = t->heap[(i - 1) / 2];
@@ -729,7 +732,8 @@ static Candidate pop_candidate(Tokenizer *t) {
  * some neighbouring pair has a merge rule, the pair with the lowest rank
  * (the leftmost of equals) becomes one token. A heap of candidate pairs
  * makes this O(n log n); a candidate whose tokens changed since it was
- * pushed is stale and skipped. */
+ * pushed is stale and skipped. (The ids tell: a token that merges takes a
+ * longer token's id, never one it had before.) */
 static void bpe(Tokenizer *t, const char *piece, size_t n, TokenIds *out) {
     if (n > t->symbols_cap) t->symbols = xrealloc(t->symbols, t->symbols_cap = n, sizeof *t->symbols);
     Symbol *sym = t->symbols;
@@ -740,10 +744,11 @@ static void bpe(Tokenizer *t, const char *piece, size_t n, TokenIds *out) {
     while (t->heap_n > 0) {
         Candidate c = pop_candidate(t);
         Symbol *left = &sym[c.left];
-        if (left->id != c.left_id || left->next != c.right || sym[c.right].id != c.right_id) continue;
+        if (left->id != c.left_id || left->next == NONE || sym[left->next].id != c.right_id) continue;
+        size_t right = left->next;
         left->id = c.merged;
-        left->next = sym[c.right].next;
-        sym[c.right].id = -1;
+        left->next = sym[right].next;
+        sym[right].id = -1;
         if (left->next != NONE) sym[left->next].prev = c.left;
         if (left->prev != NONE) push_candidate(t, left->prev, c.left);
         if (left->next != NONE) push_candidate(t, c.left, left->next);
@@ -906,6 +911,13 @@ size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode m
     }
     encode_text(t, text + done, len - done, out);
     free(valid);
+    /* Let go of the scratch memory a very long piece needed. */
+    if (t->symbols_cap > BPE_SCRATCH_KEPT) {
+        free(t->symbols);
+        free(t->heap);
+        t->symbols = NULL, t->heap = NULL;
+        t->symbols_cap = t->heap_cap = 0;
+    }
     return n_replaced;
 }
 
