@@ -4,8 +4,10 @@
  * Encoding runs Hugging Face's pipeline in its order:
  *   1. added tokens (<|im_end|>, ...) are split out of the raw text, longest
  *      match first (only in ENCODE_ADDED_TOKENS mode);
- *   2. the text between them is NFC-normalized;
- *   3. it is split into pieces by the Qwen2 pre-tokenizer regex;
+ *   2. the text between them is NFC-normalized (with Unicode 9.0's data, as
+ *      Hugging Face does: see scripts/gen_unicode.py);
+ *   3. it is split into pieces by the Qwen2 pre-tokenizer regex (letters and
+ *      numbers as Unicode 16.0 has them, as Hugging Face's regex engine);
  *   4. each piece's bytes are merged by BPE, lowest merge rank first.
  * Decoding maps ids back to bytes and reads them as UTF-8 the lossy way:
  * each ill-formed sequence becomes U+FFFD, as Hugging Face's decode does.
@@ -66,6 +68,11 @@ typedef enum {
  * many such replacements were made, so that the caller can warn. Not
  * thread-safe: t keeps a cache of the pieces it has seen. */
 size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode mode, TokenIds *out);
+
+/* The pre-tokenizer alone: the end of the piece of the Qwen2 regex that
+ * starts at text[start], in valid UTF-8 text[0..len) (NFC already). Pieces
+ * are encoded separately, so no token crosses from one into the next. */
+size_t tokenizer_piece_end(const char *text, size_t len, size_t start);
 
 /* The text of ids[0..n): a fresh NUL-terminated string of *len bytes, or -1
  * with an error when an id has no token. */
