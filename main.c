@@ -432,10 +432,8 @@ static int cmd_detok(int argc, char **argv) {
     Tokenizer *t = load_tokenizer(argv[1], &path);
     int n = argc - 2, *ids = xmalloc((size_t)(n ? n : 1) * sizeof *ids);
     for (int i = 0; i < n; i++) ids[i] = (int)parse_long("detok: token id", argv[i + 2], 0, tokenizer_vocab_size(t) - 1);
-    char *text;
     size_t len;
-    Error e;
-    if (tokenizer_decode(t, ids, (size_t)n, &text, &len, &e) != 0) die("%s: %s", path, e.msg);
+    char *text = tokenizer_decode(t, ids, (size_t)n, &len);
     fwrite(text, 1, len, stdout);
     free(text);
     free(ids);
@@ -660,9 +658,7 @@ static StopReason generate(Session *s, float *logits, bool feed_last) {
             break;
         }
         size_t len;
-        Error e;
-        const char *text = decode_stream_push(&stream, id, &len, &e);
-        if (!text) die("%s", e.msg);
+        const char *text = decode_stream_push(&stream, id, &len);
         fwrite(text, 1, len, stdout);
         fflush(stdout);
         s->decode_tokens++;

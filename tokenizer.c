@@ -949,13 +949,10 @@ static void stream_byte(DecodeStream *d, char byte, size_t *len) {
     }
 }
 
-const char *decode_stream_push(DecodeStream *d, int id, size_t *len, Error *e) {
+const char *decode_stream_push(DecodeStream *d, int id, size_t *len) {
     size_t n;
     const char *bytes = tokenizer_token(d->tokenizer, id, &n);
-    if (!bytes) {
-        fail(e, "token id %d is not in the vocabulary (ids 0..%d)", id, d->tokenizer->vocab_size - 1);
-        return NULL;
-    }
+    if (!bytes) n = 0;
     /* Each byte gives out at most 3 (U+FFFD) + 3 (a U+FFFD for the pending). */
     if (6 * n + 4 > d->out_cap) d->out = xrealloc(d->out, d->out_cap = 6 * n + 4, 1);
     *len = 0;
@@ -970,25 +967,19 @@ const char *decode_stream_flush(DecodeStream *d, size_t *len) {
     return d->out;
 }
 
-int tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, char **text, size_t *len, Error *e) {
+char *tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, size_t *len) {
     DecodeStream d;
     decode_stream_init(&d, t);
     size_t cap = 64, used = 0, piece_len;
     char *buf = xmalloc(cap);
     for (size_t i = 0; i <= n; i++) {
-        const char *piece = i < n ? decode_stream_push(&d, ids[i], &piece_len, e) : decode_stream_flush(&d, &piece_len);
-        if (!piece) {
-            free(buf);
-            decode_stream_free(&d);
-            return -1;
-        }
+        const char *piece = i < n ? decode_stream_push(&d, ids[i], &piece_len) : decode_stream_flush(&d, &piece_len);
         if (used + piece_len + 1 > cap) buf = xrealloc(buf, cap = 2 * (used + piece_len + 1), 1);
         memcpy(buf + used, piece, piece_len);
         used += piece_len;
     }
     buf[used] = '\0';
     decode_stream_free(&d);
-    *text = buf;
     *len = used;
-    return 0;
+    return buf;
 }
