@@ -13,24 +13,21 @@ typedef struct JsonBlock {
     _Alignas(16) unsigned char data[];
 } JsonBlock;
 
-static void *arena_alloc(JsonBlock **arena, size_t size) {
-    size = (size + 15) & ~(size_t)15;
+/* size bytes aligned to align (a power of two up to 16): strings need no
+ * alignment, and packing them saves much memory in big documents. */
+static void *arena_alloc(JsonBlock **arena, size_t size, size_t align) {
     JsonBlock *b = *arena;
-    if (!b || b->cap - b->used < size) {
+    size_t at = b ? (b->used + align - 1) & ~(align - 1) : 0;
+    if (!b || at > b->cap || b->cap - at < size) {
         size_t cap = size > (1u << 20) ? size : (1u << 20);
         b = xmalloc(sizeof(JsonBlock) + cap);
         b->next = *arena;
-        b->used = 0;
         b->cap = cap;
         *arena = b;
+        at = 0;
     }
-    void *p = b->data + b->used;
-    b->used += size;
-    return p;
-}
-
-static void *arena_copy(JsonBlock **arena, const void *src, size_t size) {
-    return memcpy(arena_alloc(arena, size), src, size);
+    b->used = at + size;
+    return b->data + at;
 }
 
 static void arena_free(JsonBlock *b) {
@@ -46,12 +43,17 @@ static void arena_free(JsonBlock *b) {
 typedef struct {
     const char *start, *p, *end;
     JsonBlock *arena;
-    /* Children of the arrays and objects being parsed, stacked so that nested
-     * containers share one growing buffer; copied to the arena when done. */
-    JsonValue *items;
-    size_t n_items, cap_items;
-    JsonMember *members;
-    size_t n_members, cap_members;
+    /* Children (JsonValues of arrays, JsonMembers of objects) of the
+     * containers being parsed, stacked in one growing buffer that nested
+     * containers share; copied to the arena when their container is done.
+     * Sharing one buffer keeps the peak memory of big documents down. */
+    unsigned char *stack;
+    size_t stack_used, stack_cap;  /* bytes */
+    /* The children of a big container (OWN_BLOCK_MIN bytes or more) move off
+     * the stack to a block of their own, grown in place and in the end made
+     * part of the arena: then big arrays and objects are neither held twice
+     * nor copied. own[d] is the block of the container open at depth d. */
+    JsonBlock *own[JSON_MAX_DEPTH];
     Error *e;
 } Parser;
 
@@ -136,9 +138,32 @@ static size_t utf8_valid_len(const unsigned char *s, const unsigned char *end) {
  * decoded form is never longer than the escaped one, which bounds the size. */
 static int parse_string(Parser *ps, const char **out, size_t *out_len) {
     const char *q = ++ps->p;  /* past the opening quote */
+
+    /* Most strings have no escapes: find the closing quote, and copy the
+     * bytes at once, checking the UTF-8 only when there are non-ASCII ones. */
+    unsigned char seen = 0;  /* all the bytes OR-ed, to know if one is >= 0x80 */
+    while (q < ps->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20) seen |= (unsigned char)*q++;
+    if (q < ps->end && *q == '"') {
+        for (const unsigned char *s = (const unsigned char *)ps->p; (seen & 0x80) && s < (const unsigned char *)q;) {
+            size_t len = *s < 0x80 ? 1 : utf8_valid_len(s, (const unsigned char *)q);
+            if (len == 0) return error_at(ps, (const char *)s, "invalid UTF-8 in string");
+            s += len;
+        }
+        size_t n = (size_t)(q - ps->p);
+        char *dst = arena_alloc(&ps->arena, n + 1, 1);
+        memcpy(dst, ps->p, n);
+        dst[n] = '\0';
+        ps->p = q + 1;
+        *out = dst;
+        *out_len = n;
+        return 0;
+    }
+
+    /* The general case: find the end, then decode escapes on the way. */
+    q = ps->p;
     while (q < ps->end && *q != '"') q += (*q == '\\' && q + 1 < ps->end) ? 2 : 1;
     if (q >= ps->end) return error_at(ps, ps->p - 1, "unterminated string");
-    char *dst = arena_alloc(&ps->arena, (size_t)(q - ps->p) + 1);
+    char *dst = arena_alloc(&ps->arena, (size_t)(q - ps->p) + 1, 1);
     size_t n = 0;
     const char *s = ps->p;
     while (s < q) {
@@ -252,24 +277,66 @@ static int expect_word(Parser *ps, const char *word) {
     return 0;
 }
 
-static void push_item(Parser *ps, const JsonValue *v) {
-    if (ps->n_items == ps->cap_items) {
-        ps->cap_items = ps->cap_items ? 2 * ps->cap_items : 256;
-        ps->items = xrealloc(ps->items, ps->cap_items, sizeof *ps->items);
+static void push_child(Parser *ps, const void *child, size_t size) {
+    if (ps->stack_cap - ps->stack_used < size) {
+        ps->stack_cap = ps->stack_cap ? 2 * ps->stack_cap : 1u << 14;
+        ps->stack = xrealloc(ps->stack, ps->stack_cap, 1);
     }
-    ps->items[ps->n_items++] = *v;
+    memcpy(ps->stack + ps->stack_used, child, size);
+    ps->stack_used += size;
 }
 
-static void push_member(Parser *ps, const JsonMember *m) {
-    if (ps->n_members == ps->cap_members) {
-        ps->cap_members = ps->cap_members ? 2 * ps->cap_members : 256;
-        ps->members = xrealloc(ps->members, ps->cap_members, sizeof *ps->members);
+enum { OWN_BLOCK_MIN = 1 << 16 };
+
+/* Adds a child to the container open at depth, whose children start at
+ * base on the stack (or are in its own block). */
+static void add_child(Parser *ps, size_t base, int depth, const void *child, size_t size) {
+    JsonBlock *b = ps->own[depth];
+    if (!b && ps->stack_used - base < OWN_BLOCK_MIN) {
+        push_child(ps, child, size);
+        return;
     }
-    ps->members[ps->n_members++] = *m;
+    if (!b) {
+        size_t n = ps->stack_used - base;
+        b = xmalloc(sizeof(JsonBlock) + 2 * n);
+        b->next = NULL;
+        b->used = n;
+        b->cap = 2 * n;
+        memcpy(b->data, ps->stack + base, n);
+        ps->stack_used = base;
+    } else if (b->cap - b->used < size) {
+        b->cap *= 2;
+        b = xrealloc(b, sizeof(JsonBlock) + b->cap, 1);
+    }
+    memcpy(b->data + b->used, child, size);
+    b->used += size;
+    ps->own[depth] = b;
+}
+
+/* The children of the container open at depth, as one array in the arena;
+ * *size is their size in bytes. */
+static void *take_children(Parser *ps, size_t base, int depth, size_t align, size_t *size) {
+    JsonBlock *b = ps->own[depth];
+    if (b) {  /* join the arena behind its current block, which stays the one to allocate from */
+        ps->own[depth] = NULL;
+        if (ps->arena) {
+            b->next = ps->arena->next;
+            ps->arena->next = b;
+        } else {
+            ps->arena = b;
+        }
+        *size = b->used;
+        return b->data;
+    }
+    *size = ps->stack_used - base;
+    void *children = arena_alloc(&ps->arena, *size, align);
+    if (*size) memcpy(children, ps->stack + base, *size);  /* the stack may not exist yet */
+    ps->stack_used = base;
+    return children;
 }
 
 static int parse_array(Parser *ps, JsonValue *out, int depth) {
-    size_t base = ps->n_items;
+    size_t base = ps->stack_used;
     ps->p++;  /* '[' */
     skip_space(ps);
     if (ps->p < ps->end && *ps->p == ']') {
@@ -278,7 +345,7 @@ static int parse_array(Parser *ps, JsonValue *out, int depth) {
         for (;;) {
             JsonValue v;
             if (parse_value(ps, &v, depth + 1) != 0) return -1;
-            push_item(ps, &v);
+            add_child(ps, base, depth, &v, sizeof v);
             skip_space(ps);
             if (ps->p < ps->end && *ps->p == ',') {
                 ps->p++;
@@ -291,16 +358,15 @@ static int parse_array(Parser *ps, JsonValue *out, int depth) {
             return error_at(ps, ps->p, ps->p < ps->end ? "expected ',' or ']'" : "unexpected end of input in array");
         }
     }
+    size_t size;
     out->type = JSON_ARRAY;
-    out->len = ps->n_items - base;
-    /* An empty array has no items to point at (and the stack may be NULL). */
-    out->items = out->len ? arena_copy(&ps->arena, ps->items + base, out->len * sizeof(JsonValue)) : NULL;
-    ps->n_items = base;
+    out->items = take_children(ps, base, depth, _Alignof(JsonValue), &size);
+    out->len = size / sizeof(JsonValue);
     return 0;
 }
 
 static int parse_object(Parser *ps, JsonValue *out, int depth) {
-    size_t base = ps->n_members;
+    size_t base = ps->stack_used;
     ps->p++;  /* '{' */
     skip_space(ps);
     if (ps->p < ps->end && *ps->p == '}') {
@@ -316,7 +382,7 @@ static int parse_object(Parser *ps, JsonValue *out, int depth) {
             if (ps->p >= ps->end || *ps->p != ':') return error_at(ps, ps->p, "expected ':' after key");
             ps->p++;
             if (parse_value(ps, &m.value, depth + 1) != 0) return -1;
-            push_member(ps, &m);
+            add_child(ps, base, depth, &m, sizeof m);
             skip_space(ps);
             if (ps->p < ps->end && *ps->p == ',') {
                 ps->p++;
@@ -329,10 +395,10 @@ static int parse_object(Parser *ps, JsonValue *out, int depth) {
             return error_at(ps, ps->p, ps->p < ps->end ? "expected ',' or '}'" : "unexpected end of input in object");
         }
     }
+    size_t size;
     out->type = JSON_OBJECT;
-    out->len = ps->n_members - base;
-    out->members = out->len ? arena_copy(&ps->arena, ps->members + base, out->len * sizeof(JsonMember)) : NULL;
-    ps->n_members = base;
+    out->members = take_children(ps, base, depth, _Alignof(JsonMember), &size);
+    out->len = size / sizeof(JsonMember);
     return 0;
 }
 
@@ -370,8 +436,8 @@ int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e) {
         skip_space(&ps);
         if (ps.p != ps.end) rc = error_at(&ps, ps.p, "unexpected data after the JSON value");
     }
-    free(ps.items);
-    free(ps.members);
+    free(ps.stack);
+    for (int d = 0; d < JSON_MAX_DEPTH; d++) free(ps.own[d]);  /* left by an error */
     if (rc != 0) {
         arena_free(ps.arena);
         memset(doc, 0, sizeof *doc);

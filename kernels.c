@@ -226,7 +226,40 @@ static inline __attribute__((always_inline)) void matvec_range(WeightType type, 
 static void matvec_f32(const Matrix *W, const float *x, float *y, int r0, int r1) { matvec_range(WEIGHT_F32, W, x, y, r0, r1); }
 static void matvec_f16(const Matrix *W, const float *x, float *y, int r0, int r1) { matvec_range(WEIGHT_F16, W, x, y, r0, r1); }
 static void matvec_bf16(const Matrix *W, const float *x, float *y, int r0, int r1) { matvec_range(WEIGHT_BF16, W, x, y, r0, r1); }
-static void matvec_q8(const Matrix *W, const float *x, float *y, int r0, int r1) { matvec_range(WEIGHT_Q8, W, x, y, r0, r1); }
+
+/* q8 rows, a block of Q8_BLOCK columns at a time, so that each row's scale
+ * is fetched once per block and x once per step for all R rows. The weights
+ * are the same floats q * scale as load_weights8 gives, summed in the same
+ * order. */
+static inline __attribute__((always_inline)) void matvec_q8_rows(const Matrix *W, int r, int R, const float *x, float *y) {
+    int K = W->cols, blocks = K / Q8_BLOCK;
+    const int8_t *q = (const int8_t *)W->data + (size_t)r * K;
+    const float *scales = W->scales + (size_t)r * blocks;
+    const char *next = (const char *)(q + (size_t)R * K);
+    __m256 acc[4];
+    for (int j = 0; j < R; j++) acc[j] = _mm256_setzero_ps();
+    for (int b = 0; b < blocks; b++) {
+        _mm_prefetch(next + (size_t)b * R * Q8_BLOCK, _MM_HINT_T0);
+        if (R > 2) _mm_prefetch(next + (size_t)b * R * Q8_BLOCK + 64, _MM_HINT_T0);
+        __m256 scale[4];
+        for (int j = 0; j < R; j++) scale[j] = _mm256_set1_ps(scales[(size_t)j * blocks + b]);
+        for (int k = b * Q8_BLOCK; k < (b + 1) * Q8_BLOCK; k += 8) {
+            __m256 xv = _mm256_loadu_ps(x + k);
+            for (int j = 0; j < R; j++) {
+                __m128i bytes = _mm_loadl_epi64((const __m128i *)(q + (size_t)j * K + k));
+                __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), scale[j]);
+                acc[j] = _mm256_fmadd_ps(w, xv, acc[j]);
+            }
+        }
+    }
+    for (int j = 0; j < R; j++) y[r + j] = hsum(acc[j]);
+}
+
+static void matvec_q8(const Matrix *W, const float *x, float *y, int r0, int r1) {
+    int r = r0;
+    for (; r + 4 <= r1; r += 4) matvec_q8_rows(W, r, 4, x, y);
+    for (; r < r1; r++) matvec_q8_rows(W, r, 1, x, y);
+}
 
 static void matvec(const Matrix *W, const float *x, float *y, int r0, int r1) {
     switch (W->type) {

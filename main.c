@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "kernels.h"
 #include "net.h"
-#include "json.h"
 #include "safetensors.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -346,6 +346,125 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+/* ---- tok and detok ---- */
+
+/* The tokenizer of MODEL (its tokenizer.json, whose path goes to *path) for
+ * tok and detok; a runtime error when it cannot be loaded. */
+static Tokenizer *load_tokenizer(const char *model, char **path) {
+    Error e;
+    *path = model_path(model, "tokenizer.json");
+    Tokenizer *t = tokenizer_load(*path, &e);
+    if (!t) die("%s", e.msg);
+    return t;
+}
+
+/* All of standard input. */
+static char *read_standard_input(size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xmalloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n, stdin)) > 0)
+        if ((n += got) == cap) buf = xrealloc(buf, cap *= 2, 1);
+    if (ferror(stdin)) die("standard input: read error");
+    *len = n;
+    return buf;
+}
+
+static const char TOK_USAGE[] =
+    "usage: run tok MODEL [TEXT | -f FILE] [--pieces] [--plain]\n"
+    "\n"
+    "Prints the token ids of TEXT, of FILE, or of standard input when neither is\n"
+    "given, separated by spaces on one line. Only MODEL's tokenizer.json is read.\n"
+    "\n"
+    "  -f FILE     read the text from FILE\n"
+    "  --pieces    print one line per token instead: the id, a tab, and the token as\n"
+    "              tokenizer.json spells it (a space shows as \"\xC4\xA0\", a newline as \"\xC4\x8A\")\n"
+    "  --plain     read added tokens such as <|im_end|> in the text as plain text\n"
+    "  -h, --help  print this help\n";
+
+static int cmd_tok(int argc, char **argv) {
+    const char *model = NULL, *text = NULL, *file = NULL;
+    bool pieces = false, plain = false, flags_done = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!flags_done && is_help(a)) {
+            fputs(TOK_USAGE, stdout);
+            return 0;
+        }
+        if (!flags_done && strcmp(a, "-f") == 0) file = flag_value(argc, argv, &i);
+        else if (!flags_done && strcmp(a, "--pieces") == 0) pieces = true;
+        else if (!flags_done && strcmp(a, "--plain") == 0) plain = true;
+        else if (!flags_done && strcmp(a, "--") == 0) flags_done = true;
+        else if (!flags_done && a[0] == '-' && a[1] != '\0') die_usage("tok: unknown flag '%s'", a);
+        else if (!model) model = a;
+        else if (!text) text = a;
+        else die_usage("tok: too many arguments (quote the text)");
+    }
+    if (!model) die_usage("tok: no MODEL given");
+    if (text && file) die_usage("tok: give the text or -f FILE, not both");
+
+    char *path, *data;
+    size_t len;
+    Tokenizer *t = load_tokenizer(model, &path);
+    if (text) {
+        data = xstrdup(text);
+        len = strlen(text);
+    } else if (file) {
+        Error e;
+        if (read_file(file, &data, &len, &e) != 0) die("%s", e.msg);
+    } else {
+        data = read_standard_input(&len);
+    }
+    TokenIds ids = {0};
+    size_t bad = tokenizer_encode(t, data, len, plain ? ENCODE_PLAIN : ENCODE_ADDED_TOKENS, &ids);
+    if (bad) warn("%zu invalid UTF-8 sequence%s in the input replaced by U+FFFD", bad, bad == 1 ? "" : "s");
+    for (size_t i = 0; i < ids.n; i++) {
+        if (pieces) {
+            char *spelling = tokenizer_spelling(t, ids.ids[i]);
+            printf("%d\t%s\n", ids.ids[i], spelling);
+            free(spelling);
+        } else {
+            printf(i ? " %d" : "%d", ids.ids[i]);
+        }
+    }
+    if (!pieces) putchar('\n');
+    token_ids_free(&ids);
+    free(data);
+    tokenizer_free(t);
+    free(path);
+    return 0;
+}
+
+static const char DETOK_USAGE[] =
+    "usage: run detok MODEL ID...\n"
+    "\n"
+    "Writes the text of the token ids, exactly as Hugging Face decodes them (added\n"
+    "tokens as their text, ill-formed UTF-8 as U+FFFD), with nothing added: no\n"
+    "newline at the end. Only MODEL's tokenizer.json is read.\n"
+    "\n"
+    "  -h, --help  print this help\n";
+
+static int cmd_detok(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (is_help(argv[i])) {
+            fputs(DETOK_USAGE, stdout);
+            return 0;
+        }
+    if (argc < 2) die_usage("detok: no MODEL given");
+    char *path;
+    Tokenizer *t = load_tokenizer(argv[1], &path);
+    int n = argc - 2, *ids = xmalloc((size_t)(n ? n : 1) * sizeof *ids);
+    for (int i = 0; i < n; i++) ids[i] = (int)parse_long("detok: token id", argv[i + 2], 0, tokenizer_vocab_size(t) - 1);
+    size_t len;
+    char *text = tokenizer_decode(t, ids, (size_t)n, &len);
+    fwrite(text, 1, len, stdout);
+    free(text);
+    free(ids);
+    tokenizer_free(t);
+    free(path);
+    return 0;
+}
+
 /* ---- generation settings ---- */
 
 /* How to generate: the sampler's settings, the length limit and the ids
@@ -576,9 +695,7 @@ static StopReason generate(Session *s, float *logits, bool feed_last) {
             break;
         }
         size_t len;
-        Error e;
-        const char *text = decode_stream_push(&stream, id, &len, &e);
-        if (!text) die("%s", e.msg);
+        const char *text = decode_stream_push(&stream, id, &len);
         fwrite(text, 1, len, stdout);
         fflush(stdout);
         s->decode_tokens++;
@@ -607,19 +724,6 @@ static void print_stats(const Session *s) {
 
 /* ---- gen ---- */
 
-static char *read_stdin(size_t *len) {
-    size_t cap = 4096, n = 0;
-    char *buf = xmalloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
-        n += got;
-        if (n == cap) buf = xrealloc(buf, cap *= 2, 1);
-    }
-    if (ferror(stdin)) die("cannot read standard input");
-    *len = n;
-    return buf;
-}
-
 static int cmd_gen(int argc, char **argv) {
     const char *path = NULL, *prompt = NULL;
     ModelOptions opt = {0};
@@ -646,7 +750,7 @@ static int cmd_gen(int argc, char **argv) {
     if (!path) die_usage("gen: MODEL is missing");
     check_generation_flags(&flags);
     size_t len;
-    char *text = prompt ? xstrdup(prompt) : read_stdin(&len);
+    char *text = prompt ? xstrdup(prompt) : read_standard_input(&len);
     if (prompt) len = strlen(prompt);
 
     Session s;
@@ -799,6 +903,8 @@ typedef struct {
 
 static const Command commands[] = {
     {"info", cmd_info, "print a checkpoint's configuration, tensors and memory needs"},
+    {"tok", cmd_tok, "print the token ids of a text"},
+    {"detok", cmd_detok, "print the text of token ids"},
     {"fwd", cmd_fwd, "run the forward pass on token ids; print the top next tokens"},
     {"gen", cmd_gen, "continue a prompt: stream generated text"},
     {"chat", cmd_chat, "chat with an instruction-tuned model (ChatML)"},

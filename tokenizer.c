@@ -2,10 +2,15 @@
  * the Qwen2 regex, BPE) and decoding (bytes, lossy UTF-8, streaming). */
 #include "tokenizer.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "unicode.h"
@@ -15,7 +20,7 @@
 enum { MAX_VOCAB = 1 << 22 };
 
 /* The Qwen2 pre-tokenizer regex, as tokenizer.json gives it (JSON-decoded):
- * the one pattern implemented, by hand, in piece_end(). */
+ * the one pattern implemented, by hand, in tokenizer_piece_end(). */
 static const char QWEN2_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
@@ -30,6 +35,13 @@ typedef struct {
 } Merge;
 
 static const uint64_t EMPTY_PAIR = UINT64_MAX;
+
+/* A slot of the vocabulary's hash table. The tag (bits of the token's hash)
+ * rules out most other tokens without reading their bytes. */
+typedef struct {
+    uint32_t tag;
+    int32_t id;       /* -1 marks a free slot */
+} VocabSlot;
 
 /* The ids of pieces already encoded, to skip BPE for words seen before. A
  * fixed-size table emptied whenever it fills, so memory stays bounded. */
@@ -68,26 +80,36 @@ typedef struct {
 typedef struct {
     uint32_t rank;
     int32_t merged;
-    size_t left, right;     /* positions of the two tokens */
-    int left_id, right_id;  /* their ids when the pair was pushed */
+    size_t left;            /* position of the left token */
+    int left_id, right_id;  /* the ids of the pair when it was pushed */
 } Candidate;
 
 static const size_t NONE = SIZE_MAX;
+
+/* Bytes of the longest piece whose BPE scratch memory is kept between calls. */
+enum { BPE_SCRATCH_KEPT = 1 << 16 };
+
+/* An added token: found in texts by its content, which may differ from the
+ * bytes it decodes to (see added_token_bytes). */
+typedef struct {
+    int id;
+    uint32_t at, len;  /* the content is added_text[at .. at + len) */
+} AddedToken;
 
 struct Tokenizer {
     int vocab_size;             /* largest id + 1 */
     char *bytes;                /* every token's bytes, back to back */
     uint32_t *start;            /* [vocab_size + 1]: token id is bytes[start[id] .. start[id + 1]),
                                    empty when no token has that id */
-    bool *is_added;             /* [vocab_size]: an added token (not one of BPE's) */
     uint16_t byte_char[256];    /* the byte-level alphabet: the character that shows each byte */
     int byte_token[256];        /* the vocabulary token of each single byte, where BPE starts */
-    int *vocab;                 /* hash table of vocabulary ids by their bytes; -1: free slot */
+    VocabSlot *vocab;           /* hash table of the vocabulary tokens by their bytes */
     size_t vocab_mask;          /* its size - 1 (a power of two) */
     Merge *merges;              /* hash table of merge rules by pair */
     size_t merge_mask;
-    int *added;                 /* [n_added] the added tokens' ids, longest content first */
+    AddedToken *added;          /* [n_added] the added tokens, longest content first */
     int n_added;
+    char *added_text;           /* their contents, back to back */
     bool added_starts[256];     /* whether some added token begins with this byte */
     PieceCache cache;
     Symbol *symbols;            /* BPE scratch, grown as pieces need */
@@ -105,15 +127,17 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* A hash of s[0..n): a multiply-xor per 8-byte word, then one full mix. */
 static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = mix(n);
+    uint64_t h = n * 0x9E3779B97F4A7C15u;
     for (; n >= 8; s += 8, n -= 8) {
         uint64_t word;
         memcpy(&word, s, 8);
-        h = mix(h ^ word);
+        h = (h ^ word) * 0xBF58476D1CE4E5B9u;
+        h ^= h >> 29;
     }
     uint64_t tail = 0;
-    memcpy(&tail, s, n);
+    for (size_t i = 0; i < n; i++) tail |= (uint64_t)(unsigned char)s[i] << (8 * i);
     return mix(h ^ tail);
 }
 
@@ -134,15 +158,19 @@ static bool has_token(const Tokenizer *t, int id) { return id >= 0 && id < t->vo
 
 /* The slot of the vocabulary token with bytes s[0..n), or of the free slot
  * where it would go. */
-static size_t vocab_slot(const Tokenizer *t, const char *s, size_t n) {
-    size_t i = hash_bytes(s, n) & t->vocab_mask;
-    for (;; i = (i + 1) & t->vocab_mask) {
-        int id = t->vocab[i];
-        if (id < 0 || (token_len(t, id) == n && memcmp(t->bytes + t->start[id], s, n) == 0)) return i;
+static size_t vocab_slot(const Tokenizer *t, const char *s, size_t n, uint64_t hash) {
+    for (size_t i = hash & t->vocab_mask;; i = (i + 1) & t->vocab_mask) {
+        const VocabSlot *slot = &t->vocab[i];
+        if (slot->id < 0) return i;
+        if (slot->tag == (uint32_t)(hash >> 32) && token_len(t, slot->id) == n &&
+            memcmp(t->bytes + t->start[slot->id], s, n) == 0)
+            return i;
     }
 }
 
-static int vocab_find(const Tokenizer *t, const char *s, size_t n) { return t->vocab[vocab_slot(t, s, n)]; }
+static int vocab_find(const Tokenizer *t, const char *s, size_t n) {
+    return t->vocab[vocab_slot(t, s, n, hash_bytes(s, n))].id;
+}
 
 static const Merge *merge_find(const Tokenizer *t, int left, int right) {
     uint64_t key = pair_key(left, right);
@@ -155,18 +183,18 @@ static const Merge *merge_find(const Tokenizer *t, int left, int right) {
 
 int tokenizer_vocab_size(const Tokenizer *t) { return t->vocab_size; }
 
-/* The added token whose content is s[0..n), or -1. */
-static int added_find(const Tokenizer *t, const char *s, size_t n) {
+/* The added token whose content is s[0..n), or NULL. */
+static const AddedToken *added_find(const Tokenizer *t, const char *s, size_t n) {
     for (int i = 0; i < t->n_added; i++) {
-        int id = t->added[i];
-        if (token_len(t, id) == n && memcmp(t->bytes + t->start[id], s, n) == 0) return id;
+        const AddedToken *a = &t->added[i];
+        if (a->len == n && memcmp(t->added_text + a->at, s, n) == 0) return a;
     }
-    return -1;
+    return NULL;
 }
 
 int tokenizer_find(const Tokenizer *t, const char *content, size_t len) {
-    int id = added_find(t, content, len);
-    return id >= 0 || len == 0 ? id : vocab_find(t, content, len);
+    const AddedToken *a = added_find(t, content, len);
+    return a ? a->id : len == 0 ? -1 : vocab_find(t, content, len);
 }
 
 const char *tokenizer_token(const Tokenizer *t, int id, size_t *len) {
@@ -179,33 +207,38 @@ char *tokenizer_spelling(const Tokenizer *t, int id) {
     size_t len;
     const char *bytes = tokenizer_token(t, id, &len);
     if (!bytes) return NULL;
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].id == id) {
+            char *out = xmalloc(t->added[i].len + 1);
+            memcpy(out, t->added_text + t->added[i].at, t->added[i].len);
+            out[t->added[i].len] = '\0';
+            return out;
+        }
     char *out = xmalloc(2 * len + 1);  /* a byte's character takes 1 or 2 bytes */
     size_t n = 0;
-    if (t->is_added[id]) {
-        memcpy(out, bytes, len);
-        n = len;
-    } else {
-        for (size_t i = 0; i < len; i++) n += utf8_put(t->byte_char[(unsigned char)bytes[i]], out + n);
-    }
+    for (size_t i = 0; i < len; i++) n += utf8_put(t->byte_char[(unsigned char)bytes[i]], out + n);
     out[n] = '\0';
     return out;
 }
 
 /* ---- loading ---- */
 
+/* One past the last character of the byte-level alphabet. */
+enum { ALPHABET_END = 256 + 68 };
+
 /* GPT-2's byte-level alphabet shows every byte as a printable character:
  * printable Latin-1 bytes as themselves, the 68 others (controls, space,
- * DEL, NBSP, soft hyphen) as U+0100, U+0101, ... in byte order. */
-static void make_byte_level_alphabet(uint16_t byte_char[256]) {
+ * DEL, NBSP, soft hyphen) as U+0100, U+0101, ... in byte order. Fills the
+ * character of each byte, and the byte of each character (-1 for none). */
+static void make_byte_level_alphabet(uint16_t byte_char[256], int16_t char_byte[ALPHABET_END]) {
     uint16_t next = 256;
+    for (unsigned c = 0; c < ALPHABET_END; c++) char_byte[c] = -1;
     for (unsigned b = 0; b < 256; b++) {
         bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
         byte_char[b] = printable ? (uint16_t)b : next++;
+        char_byte[byte_char[b]] = (int16_t)b;
     }
 }
-
-/* The inverse of the alphabet: the byte each character shows, -1 for none. */
-enum { ALPHABET_END = 256 + 68 };
 
 /* Decodes a string of the byte-level alphabet s[0..n) into out (room for n
  * bytes); returns the number of bytes, or -1 when a character is not in the
@@ -255,6 +288,7 @@ static const char *type_of(const JsonValue *section) {
 
 /* Checks that tokenizer.json describes the pipeline implemented here. */
 static int check_pipeline(const JsonValue *root, Error *e) {
+    if (root->type != JSON_OBJECT) return fail(e, "not a JSON object");
     const JsonValue *model = json_get(root, "model");
     if (!model || model->type != JSON_OBJECT) return fail(e, "no \"model\" object");
     if (!is_string(json_get(model, "type"), "BPE"))
@@ -315,11 +349,10 @@ static int check_added(const JsonValue *a, size_t i, Error *e) {
 
 /* Records that token id is len bytes long; an id already taken is an error
  * (every token is at least one byte, so a length of 0 means free). */
-static int claim_id(Tokenizer *t, int id, size_t len, bool added, Error *e) {
+static int claim_id(Tokenizer *t, int id, size_t len, Error *e) {
     if (t->start[id] != 0) return fail(e, "token id %d is given twice", id);
     if (len > UINT32_MAX) return fail(e, "token id %d is too long", id);
     t->start[id] = (uint32_t)len;
-    t->is_added[id] = added;
     return 0;
 }
 
@@ -330,14 +363,22 @@ static size_t count_chars(const char *s, size_t n) {
     return count;
 }
 
-/* Reads the vocabulary and the added tokens into t's token table. */
-static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, const int16_t *char_byte,
-                       Error *e) {
+/* The bytes an added token decodes to, written into out (room for n bytes),
+ * and their number. As Hugging Face's ByteLevel decoder does: the bytes its
+ * characters stand for when all are in the byte-level alphabet (so "Ċ"
+ * decodes to a newline), or else its content s[0..n) as it is. */
+static size_t added_token_bytes(const int16_t *char_byte, const char *s, size_t n, char *out) {
+    long len = byte_level_decode(char_byte, s, n, out);
+    if (len >= 0) return (size_t)len;
+    memcpy(out, s, n);
+    return n;
+}
+
+/* Checks the ids of the vocabulary and the added tokens, then lays out the
+ * token table: vocab_size, and each token's place in bytes (start). */
+static int lay_out_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, const int16_t *char_byte,
+                          Error *e) {
     char buf[48];
-    if (!vocab || vocab->type != JSON_OBJECT) return fail(e, "no \"model.vocab\" object");
-    if (!is_null(added) && added->type != JSON_ARRAY)
-        return fail(e, "\"added_tokens\" is %s, not an array", json_type_name(added->type));
-    size_t n_added = is_null(added) ? 0 : added->len;
     int64_t max_id = -1;
     for (size_t i = 0; i < vocab->len; i++) {
         const JsonMember *m = &vocab->members[i];
@@ -347,7 +388,7 @@ static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *ad
         if (m->key_len == 0) return fail(e, "vocab has an empty token");
         if (m->value.number.integer > max_id) max_id = m->value.number.integer;
     }
-    for (size_t i = 0; i < n_added; i++) {
+    for (size_t i = 0; i < added->len; i++) {
         if (check_added(&added->items[i], i, e) != 0) return -1;
         int64_t id = json_get(&added->items[i], "id")->number.integer;
         if (id > max_id) max_id = id;
@@ -358,15 +399,20 @@ static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *ad
     /* Each token's length (a character of the byte-level alphabet is one
      * byte), then from the lengths each token's offset. */
     t->start = xcalloc((size_t)t->vocab_size + 1, sizeof *t->start);
-    t->is_added = xcalloc((size_t)t->vocab_size, sizeof *t->is_added);
     for (size_t i = 0; i < vocab->len; i++) {
         const JsonMember *m = &vocab->members[i];
-        if (claim_id(t, (int)m->value.number.integer, count_chars(m->key, m->key_len), false, e) != 0) return -1;
+        if (claim_id(t, (int)m->value.number.integer, count_chars(m->key, m->key_len), e) != 0) return -1;
     }
-    for (size_t i = 0; i < n_added; i++) {
-        const JsonValue *a = &added->items[i];
-        if (claim_id(t, (int)json_get(a, "id")->number.integer, json_get(a, "content")->len, true, e) != 0) return -1;
+    char *scratch = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < added->len && rc == 0; i++) {
+        const JsonValue *a = &added->items[i], *content = json_get(a, "content");
+        scratch = xrealloc(scratch, content->len, 1);
+        size_t len = added_token_bytes(char_byte, content->string, content->len, scratch);
+        rc = claim_id(t, (int)json_get(a, "id")->number.integer, len, e);
     }
+    free(scratch);
+    if (rc != 0) return -1;
     uint64_t total = 0;
     for (int id = 0; id <= t->vocab_size; id++) {
         uint64_t len = id < t->vocab_size ? t->start[id] : 0;
@@ -374,126 +420,231 @@ static int load_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *ad
         total += len;
         if (total > UINT32_MAX) return fail(e, "the tokens are too long");
     }
-
-    /* The bytes, and the hash table of vocabulary tokens. */
     t->bytes = xmalloc(total + 1);
-    t->vocab_mask = table_size(vocab->len) - 1;
-    t->vocab = xmalloc((t->vocab_mask + 1) * sizeof *t->vocab);
-    memset(t->vocab, 0xFF, (t->vocab_mask + 1) * sizeof *t->vocab);
-    for (size_t i = 0; i < vocab->len; i++) {
+    return 0;
+}
+
+/* Decodes the vocabulary into the token table and indexes it by bytes. */
+static int load_vocab(Tokenizer *t, const JsonValue *vocab, const int16_t *char_byte, Error *e) {
+    char buf[48];
+    /* The bytes and their hashes first, then the hash table in a loop of its
+     * own (for the reason given at MERGE_BATCH). */
+    uint64_t *hashes = xmalloc((vocab->len + 1) * sizeof *hashes);
+    int rc = 0;
+    for (size_t i = 0; i < vocab->len && rc == 0; i++) {
         const JsonMember *m = &vocab->members[i];
         int id = (int)m->value.number.integer;
-        char *dst = t->bytes + t->start[id];
-        if (byte_level_decode(char_byte, m->key, m->key_len, dst) < 0)
-            return fail(e, "vocab token '%s' is not in the byte-level alphabet", shown(m->key, m->key_len, buf));
-        size_t slot = vocab_slot(t, dst, token_len(t, id));
-        if (t->vocab[slot] >= 0) return fail(e, "vocab token '%s' is given twice", shown(m->key, m->key_len, buf));
-        t->vocab[slot] = id;
+        if (byte_level_decode(char_byte, m->key, m->key_len, t->bytes + t->start[id]) < 0) {
+            rc = fail(e, "vocab token '%s' is not in the byte-level alphabet", shown(m->key, m->key_len, buf));
+            break;
+        }
+        hashes[i] = hash_bytes(t->bytes + t->start[id], token_len(t, id));
     }
-    for (unsigned b = 0; b < 256; b++) {
+    t->vocab_mask = table_size(vocab->len) - 1;
+    t->vocab = xmalloc((t->vocab_mask + 1) * sizeof *t->vocab);
+    for (size_t i = 0; i <= t->vocab_mask; i++) t->vocab[i].id = -1;
+    for (size_t i = 0; i < vocab->len && rc == 0; i++) {
+        const JsonMember *m = &vocab->members[i];
+        int id = (int)m->value.number.integer;
+        size_t slot = vocab_slot(t, t->bytes + t->start[id], token_len(t, id), hashes[i]);
+        if (t->vocab[slot].id >= 0)
+            rc = fail(e, "vocab token '%s' is given twice", shown(m->key, m->key_len, buf));
+        else
+            t->vocab[slot] = (VocabSlot){(uint32_t)(hashes[i] >> 32), id};
+    }
+    free(hashes);
+    for (unsigned b = 0; b < 256 && rc == 0; b++) {
         char byte = (char)b;
         t->byte_token[b] = vocab_find(t, &byte, 1);
-        if (t->byte_token[b] < 0) return fail(e, "the vocabulary has no token for byte 0x%02X", b);
+        if (t->byte_token[b] < 0) rc = fail(e, "the vocabulary has no token for byte 0x%02X", b);
     }
+    return rc;
+}
 
-    /* The added tokens, longest first so that the first match is the longest. */
-    t->added = xmalloc((n_added ? n_added : 1) * sizeof *t->added);
-    for (size_t i = 0; i < n_added; i++) {
+/* Puts the added tokens into the token table, and lists them longest first,
+ * so that the first one matching in a text is the longest. */
+static int load_added(Tokenizer *t, const JsonValue *added, const int16_t *char_byte, Error *e) {
+    char buf[48];
+    size_t text_len = 0;
+    for (size_t i = 0; i < added->len; i++) text_len += json_get(&added->items[i], "content")->len;
+    if (text_len > UINT32_MAX) return fail(e, "the added tokens are too long");
+    t->added = xmalloc((added->len + 1) * sizeof *t->added);
+    t->added_text = xmalloc(text_len + 1);
+    uint32_t at = 0;
+    for (size_t i = 0; i < added->len; i++) {
         const JsonValue *content = json_get(&added->items[i], "content");
         int id = (int)json_get(&added->items[i], "id")->number.integer;
-        if (added_find(t, content->string, content->len) >= 0)
+        if (added_find(t, content->string, content->len))
             return fail(e, "added token '%s' is given twice", shown(content->string, content->len, buf));
-        memcpy(t->bytes + t->start[id], content->string, content->len);
+        added_token_bytes(char_byte, content->string, content->len, t->bytes + t->start[id]);
+        memcpy(t->added_text + at, content->string, content->len);
         int k = t->n_added++;
-        while (k > 0 && token_len(t, t->added[k - 1]) < content->len) t->added[k] = t->added[k - 1], k--;
-        t->added[k] = id;
+        while (k > 0 && t->added[k - 1].len < content->len) t->added[k] = t->added[k - 1], k--;
+        t->added[k] = (AddedToken){id, at, (uint32_t)content->len};
+        at += (uint32_t)content->len;
         t->added_starts[(unsigned char)content->string[0]] = true;
     }
     return 0;
 }
 
-/* Reads model.merges, as "left right" strings or ["left", "right"] pairs. */
+/* The two halves of merge rule m: "left right" strings or ["left", "right"]
+ * pairs. Returns -1 when it is neither. */
+static int merge_halves(const JsonValue *m, const char **left, size_t *left_len, const char **right,
+                        size_t *right_len) {
+    if (m->type == JSON_STRING) {
+        const char *space = memchr(m->string, ' ', m->len);
+        if (!space || memchr(space + 1, ' ', m->len - (size_t)(space + 1 - m->string))) return -1;
+        *left = m->string, *left_len = (size_t)(space - m->string);
+        *right = space + 1, *right_len = m->len - *left_len - 1;
+        return 0;
+    }
+    if (m->type != JSON_ARRAY || m->len != 2 || m->items[0].type != JSON_STRING || m->items[1].type != JSON_STRING)
+        return -1;
+    *left = m->items[0].string, *left_len = m->items[0].len;
+    *right = m->items[1].string, *right_len = m->items[1].len;
+    return 0;
+}
+
+/* A merge rule being read: its halves decoded side by side (together they
+ * spell the merged token), and the three tokens' hashes, then ids. */
+typedef struct {
+    size_t at, left_len, right_len;  /* the left half is text[at ..], the right one follows it */
+    uint64_t hash[3];                /* of the left, right and merged tokens */
+    int id[3];
+    uint64_t pair_hash;              /* of the pair of ids, for the table of rules */
+} MergeText;
+
+/* Rules are read in batches, one pass over a batch per step rather than one
+ * rule at a time: a look-up in the big hash tables usually misses the cache,
+ * and a tight loop of independent look-ups lets the processor wait for many
+ * misses at once. The look-ups PREFETCH rules ahead are also prefetched. */
+enum { MERGE_BATCH = 1024, PREFETCH = 8 };
+
+/* Reads model.merges into t's table of merge rules; a rule's rank is its
+ * position in the list. */
 static int load_merges(Tokenizer *t, const JsonValue *merges, const int16_t *char_byte, Error *e) {
     char buf[48], buf2[48];
     if (!merges || merges->type != JSON_ARRAY) return fail(e, "no \"model.merges\" array");
     t->merge_mask = table_size(merges->len) - 1;
     t->merges = xmalloc((t->merge_mask + 1) * sizeof *t->merges);
     for (size_t i = 0; i <= t->merge_mask; i++) t->merges[i].pair = EMPTY_PAIR;
-    char *scratch = NULL;
-    size_t scratch_cap = 0;
+    MergeText *batch = xmalloc(MERGE_BATCH * sizeof *batch);
+    char *text = NULL;
+    size_t text_cap = 0;
     int rc = 0;
-    for (size_t rank = 0; rank < merges->len && rc == 0; rank++) {
-        const JsonValue *m = &merges->items[rank];
-        const char *left, *right;
-        size_t left_len, right_len;
-        if (m->type == JSON_STRING) {
-            const char *space = memchr(m->string, ' ', m->len);
-            if (!space || memchr(space + 1, ' ', m->len - (size_t)(space + 1 - m->string))) {
-                rc = fail(e, "merge %zu ('%s') is not two tokens separated by one space", rank,
-                          shown(m->string, m->len, buf));
+    for (size_t first = 0; first < merges->len && rc == 0; first += MERGE_BATCH) {
+        size_t n = merges->len - first < MERGE_BATCH ? merges->len - first : MERGE_BATCH;
+
+        /* 1. Split and decode each rule, and hash its tokens. */
+        size_t used = 0;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            const char *left, *right;
+            size_t left_len, right_len;
+            if (merge_halves(&merges->items[first + i], &left, &left_len, &right, &right_len) != 0) {
+                rc = fail(e, "merge %zu is neither a \"left right\" string nor a pair of strings", first + i);
                 break;
             }
-            left = m->string, left_len = (size_t)(space - m->string);
-            right = space + 1, right_len = m->len - left_len - 1;
-        } else if (m->type == JSON_ARRAY && m->len == 2 && m->items[0].type == JSON_STRING &&
-                   m->items[1].type == JSON_STRING) {
-            left = m->items[0].string, left_len = m->items[0].len;
-            right = m->items[1].string, right_len = m->items[1].len;
-        } else {
-            rc = fail(e, "merge %zu is neither a \"left right\" string nor a pair of strings", rank);
-            break;
+            if (used + left_len + right_len > text_cap)
+                text = xrealloc(text, text_cap = 2 * (used + left_len + right_len), 1);
+            MergeText *m = &batch[i];
+            long a = byte_level_decode(char_byte, left, left_len, text + used);
+            long b = a < 0 ? -1 : byte_level_decode(char_byte, right, right_len, text + used + a);
+            if (a <= 0 || b <= 0) {
+                rc = fail(e, "merge %zu: '%s' is not in the vocabulary", first + i,
+                          a <= 0 ? shown(left, left_len, buf) : shown(right, right_len, buf));
+                break;
+            }
+            *m = (MergeText){.at = used, .left_len = (size_t)a, .right_len = (size_t)b};
+            m->hash[0] = hash_bytes(text + used, m->left_len);
+            m->hash[1] = hash_bytes(text + used + a, m->right_len);
+            m->hash[2] = hash_bytes(text + used, m->left_len + m->right_len);
+            used += m->left_len + m->right_len;
         }
-        /* Decode both halves side by side: together they spell the merge. */
-        if (left_len + right_len > scratch_cap) scratch = xrealloc(scratch, scratch_cap = left_len + right_len, 1);
-        long a = byte_level_decode(char_byte, left, left_len, scratch);
-        long b = a < 0 ? -1 : byte_level_decode(char_byte, right, right_len, scratch + a);
-        int left_id = a > 0 ? vocab_find(t, scratch, (size_t)a) : -1;
-        int right_id = b > 0 ? vocab_find(t, scratch + a, (size_t)b) : -1;
-        int merged = left_id >= 0 && right_id >= 0 ? vocab_find(t, scratch, (size_t)(a + b)) : -1;
-        if (left_id < 0 || right_id < 0) {
-            rc = fail(e, "merge %zu: '%s' is not in the vocabulary", rank,
-                      left_id < 0 ? shown(left, left_len, buf) : shown(right, right_len, buf));
-            break;
+
+        /* 2. Look the tokens up. */
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            MergeText *m = &batch[i];
+            for (int k = 0; k < 3 && i + PREFETCH < n; k++)
+                __builtin_prefetch(&t->vocab[batch[i + PREFETCH].hash[k] & t->vocab_mask]);
+            const char *s = text + m->at;
+            m->id[0] = t->vocab[vocab_slot(t, s, m->left_len, m->hash[0])].id;
+            m->id[1] = t->vocab[vocab_slot(t, s + m->left_len, m->right_len, m->hash[1])].id;
+            m->id[2] = t->vocab[vocab_slot(t, s, m->left_len + m->right_len, m->hash[2])].id;
         }
-        if (merged < 0) {
-            rc = fail(e, "merge %zu: the token it makes ('%s' + '%s') is not in the vocabulary", rank,
-                      shown(left, left_len, buf), shown(right, right_len, buf2));
-            break;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            const MergeText *m = &batch[i];
+            const char *left, *right;
+            size_t left_len, right_len;
+            if (m->id[0] >= 0 && m->id[1] >= 0 && m->id[2] >= 0) continue;
+            merge_halves(&merges->items[first + i], &left, &left_len, &right, &right_len);
+            if (m->id[0] < 0 || m->id[1] < 0)
+                rc = fail(e, "merge %zu: '%s' is not in the vocabulary", first + i,
+                          m->id[0] < 0 ? shown(left, left_len, buf) : shown(right, right_len, buf));
+            else
+                rc = fail(e, "merge %zu: the token it makes ('%s' + '%s') is not in the vocabulary", first + i,
+                          shown(left, left_len, buf), shown(right, right_len, buf2));
         }
-        uint64_t key = pair_key(left_id, right_id);
-        size_t slot = mix(key) & t->merge_mask;
-        while (t->merges[slot].pair != EMPTY_PAIR && t->merges[slot].pair != key) slot = (slot + 1) & t->merge_mask;
-        if (t->merges[slot].pair == key) {
-            rc = fail(e, "merge %zu repeats merge %u", rank, t->merges[slot].rank);
-            break;
+
+        /* 3. Enter the rules in the table (hashing all the pairs first, to
+         * know which slots to prefetch). */
+        for (size_t i = 0; i < n && rc == 0; i++) batch[i].pair_hash = mix(pair_key(batch[i].id[0], batch[i].id[1]));
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            const MergeText *m = &batch[i];
+            if (i + PREFETCH < n) __builtin_prefetch(&t->merges[batch[i + PREFETCH].pair_hash & t->merge_mask]);
+            uint64_t key = pair_key(m->id[0], m->id[1]);
+            size_t slot = m->pair_hash & t->merge_mask;
+            while (t->merges[slot].pair != EMPTY_PAIR && t->merges[slot].pair != key) slot = (slot + 1) & t->merge_mask;
+            if (t->merges[slot].pair == key)
+                rc = fail(e, "merge %zu repeats merge %u", first + i, t->merges[slot].rank);
+            else
+                t->merges[slot] = (Merge){key, (uint32_t)(first + i), m->id[2]};
         }
-        t->merges[slot] = (Merge){key, (uint32_t)rank, merged};
     }
-    free(scratch);
+    free(batch);
+    free(text);
     return rc;
 }
 
-Tokenizer *tokenizer_load(const char *path, Error *e) {
-    char *text;
-    size_t len;
-    if (read_file(path, &text, &len, e) != 0) return NULL;
-    JsonDoc doc;
-    Error why;
-    int rc = json_parse(&doc, text, len, &why);
-    free(text);
-    if (rc != 0) {
-        fail(e, "%s: %s", path, why.msg);
-        return NULL;
+/* Parses the JSON file at path. The file is mapped rather than read into
+ * memory: the parser goes through it once, and a mapping spares copying
+ * megabytes into fresh pages. */
+static int parse_json_file(const char *path, JsonDoc *doc, Error *e) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);  /* a FIFO must not hang us */
+    if (fd < 0) return fail(e, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(e, "%s: not a regular file", path);
     }
+    size_t len = (size_t)st.st_size;
+    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    int err = errno;
+    close(fd);
+    if (map == MAP_FAILED) return fail(e, "%s: %s", path, strerror(err));
+    Error why;
+    int rc = json_parse(doc, len ? map : "", len, &why);
+    if (len) munmap(map, len);
+    return rc != 0 ? fail(e, "%s: %s", path, why.msg) : 0;
+}
+
+Tokenizer *tokenizer_load(const char *path, Error *e) {
+    JsonDoc doc;
+    if (parse_json_file(path, &doc, e) != 0) return NULL;
     Tokenizer *t = xcalloc(1, sizeof *t);
-    make_byte_level_alphabet(t->byte_char);
     int16_t char_byte[ALPHABET_END];
-    memset(char_byte, 0xFF, sizeof char_byte);
-    for (unsigned b = 0; b < 256; b++) char_byte[t->byte_char[b]] = (int16_t)b;
-    const JsonValue *model = json_get(&doc.root, "model");
-    if (doc.root.type != JSON_OBJECT) rc = fail(&why, "not a JSON object");
-    else rc = check_pipeline(&doc.root, &why);
-    if (rc == 0) rc = load_tokens(t, json_get(model, "vocab"), json_get(&doc.root, "added_tokens"), char_byte, &why);
+    make_byte_level_alphabet(t->byte_char, char_byte);
+    const JsonValue *model = json_get(&doc.root, "model"), *vocab = json_get(model, "vocab"),
+                    *added = json_get(&doc.root, "added_tokens");
+    const JsonValue no_added = {.type = JSON_ARRAY};
+    Error why;
+    int rc = check_pipeline(&doc.root, &why);
+    if (rc == 0 && (!vocab || vocab->type != JSON_OBJECT)) rc = fail(&why, "no \"model.vocab\" object");
+    if (rc == 0 && !is_null(added) && added->type != JSON_ARRAY)
+        rc = fail(&why, "\"added_tokens\" is %s, not an array", json_type_name(added->type));
+    if (is_null(added)) added = &no_added;
+    if (rc == 0) rc = lay_out_tokens(t, vocab, added, char_byte, &why);
+    if (rc == 0) rc = load_vocab(t, vocab, char_byte, &why);
+    if (rc == 0) rc = load_added(t, added, char_byte, &why);
     if (rc == 0) rc = load_merges(t, json_get(model, "merges"), char_byte, &why);
     json_free(&doc);
     if (rc != 0) {
@@ -511,10 +662,10 @@ void tokenizer_free(Tokenizer *t) {
     if (!t) return;
     free(t->bytes);
     free(t->start);
-    free(t->is_added);
     free(t->vocab);
     free(t->merges);
     free(t->added);
+    free(t->added_text);
     free(t->cache.slots);
     free(t->cache.keys);
     free(t->cache.ids);
@@ -553,7 +704,7 @@ static void push_candidate(Tokenizer *t, size_t left, size_t right) {
         t->heap_cap = t->heap_cap ? 2 * t->heap_cap : 256;
         t->heap = xrealloc(t->heap, t->heap_cap, sizeof *t->heap);
     }
-    Candidate c = {m->rank, m->merged, left, right, t->symbols[left].id, t->symbols[right].id};
+    Candidate c = {m->rank, m->merged, left, t->symbols[left].id, t->symbols[right].id};
     size_t i = t->heap_n++;
     while (i > 0 && candidate_before(&c, &t->heap[(i - 1) / 2])) {
         t->heap[i] = t->heap[(i - 1) / 2];
@@ -581,7 +732,8 @@ static Candidate pop_candidate(Tokenizer *t) {
  * some neighbouring pair has a merge rule, the pair with the lowest rank
  * (the leftmost of equals) becomes one token. A heap of candidate pairs
  * makes this O(n log n); a candidate whose tokens changed since it was
- * pushed is stale and skipped. */
+ * pushed is stale and skipped. (The ids tell: a token that merges takes a
+ * longer token's id, never one it had before.) */
 static void bpe(Tokenizer *t, const char *piece, size_t n, TokenIds *out) {
     if (n > t->symbols_cap) t->symbols = xrealloc(t->symbols, t->symbols_cap = n, sizeof *t->symbols);
     Symbol *sym = t->symbols;
@@ -592,10 +744,11 @@ static void bpe(Tokenizer *t, const char *piece, size_t n, TokenIds *out) {
     while (t->heap_n > 0) {
         Candidate c = pop_candidate(t);
         Symbol *left = &sym[c.left];
-        if (left->id != c.left_id || left->next != c.right || sym[c.right].id != c.right_id) continue;
+        if (left->id != c.left_id || left->next == NONE || sym[left->next].id != c.right_id) continue;
+        size_t right = left->next;
         left->id = c.merged;
-        left->next = sym[c.right].next;
-        sym[c.right].id = -1;
+        left->next = sym[right].next;
+        sym[right].id = -1;
         if (left->next != NONE) sym[left->next].prev = c.left;
         if (left->prev != NONE) push_candidate(t, left->prev, c.left);
         if (left->next != NONE) push_candidate(t, c.left, left->next);
@@ -687,17 +840,18 @@ static size_t contraction_len(const char *s, size_t n) {
     return 0;
 }
 
-/* The end of the piece that starts at s[i]. */
-static size_t piece_end(const char *s, size_t n, size_t i) {
+size_t tokenizer_piece_end(const char *s, size_t n, size_t i) {
     size_t len, next_len;
     unsigned cls = class_at(s, n, i, &len);
-    if (s[i] == '\'') {
+    if (s[i] == '\'') {  /* 1 */
         size_t m = contraction_len(s + i, n - i);
         if (m) return i + m;
     }
+    /* 2: the letters start at j, after s[i] if it may lead them */
     size_t j = (cls & (UNICODE_LETTER | UNICODE_NUMBER)) || is_newline(s[i]) ? i : i + len;
     if (j < n && class_at(s, n, j, &next_len) == UNICODE_LETTER) return run_end(s, n, j, UNICODE_LETTER);
-    if (cls == UNICODE_NUMBER) return i + len;
+    if (cls == UNICODE_NUMBER) return i + len;  /* 3 */
+    /* 4: the punctuation starts at j, after s[i] if it is a space */
     j = s[i] == ' ' ? i + 1 : i;
     if (j < n && class_at(s, n, j, &next_len) == 0) {
         j = run_end(s, n, j, 0);
@@ -722,22 +876,21 @@ static void encode_text(Tokenizer *t, const char *s, size_t n, TokenIds *out) {
     char *normalized = NULL;
     if (!nfc_quick_check(s, n)) s = normalized = nfc_normalize(s, n, &n);
     for (size_t i = 0; i < n;) {
-        size_t end = piece_end(s, n, i);
+        size_t end = tokenizer_piece_end(s, n, i);
         encode_piece(t, s + i, end - i, out);
         i = end;
     }
     free(normalized);
 }
 
-/* The longest added token at s[i], or -1. */
-static int added_at(const Tokenizer *t, const char *s, size_t n, size_t i) {
-    if (!t->added_starts[(unsigned char)s[i]]) return -1;
+/* The longest added token at s[i], or NULL. */
+static const AddedToken *added_at(const Tokenizer *t, const char *s, size_t n, size_t i) {
+    if (!t->added_starts[(unsigned char)s[i]]) return NULL;
     for (int k = 0; k < t->n_added; k++) {
-        int id = t->added[k];
-        size_t len = token_len(t, id);
-        if (len <= n - i && memcmp(s + i, t->bytes + t->start[id], len) == 0) return id;
+        const AddedToken *a = &t->added[k];
+        if (a->len <= n - i && memcmp(s + i, t->added_text + a->at, a->len) == 0) return a;
     }
-    return -1;
+    return NULL;
 }
 
 size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode mode, TokenIds *out) {
@@ -747,17 +900,24 @@ size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode m
     if (valid) text = valid, len = valid_len;
     size_t done = 0, i = 0;  /* text[0..done) is encoded; an added token is looked for at i */
     while (mode == ENCODE_ADDED_TOKENS && i < len) {
-        int id = added_at(t, text, len, i);
-        if (id < 0) {
+        const AddedToken *a = added_at(t, text, len, i);
+        if (!a) {
             i++;
             continue;
         }
         encode_text(t, text + done, i - done, out);
-        token_ids_push(out, id);
-        i = done = i + token_len(t, id);
+        token_ids_push(out, a->id);
+        i = done = i + a->len;
     }
     encode_text(t, text + done, len - done, out);
     free(valid);
+    /* Let go of the scratch memory a very long piece needed. */
+    if (t->symbols_cap > BPE_SCRATCH_KEPT) {
+        free(t->symbols);
+        free(t->heap);
+        t->symbols = NULL, t->heap = NULL;
+        t->symbols_cap = t->heap_cap = 0;
+    }
     return n_replaced;
 }
 
@@ -789,13 +949,10 @@ static void stream_byte(DecodeStream *d, char byte, size_t *len) {
     }
 }
 
-const char *decode_stream_push(DecodeStream *d, int id, size_t *len, Error *e) {
+const char *decode_stream_push(DecodeStream *d, int id, size_t *len) {
     size_t n;
     const char *bytes = tokenizer_token(d->tokenizer, id, &n);
-    if (!bytes) {
-        fail(e, "token id %d is not in the vocabulary (ids 0..%d)", id, d->tokenizer->vocab_size - 1);
-        return NULL;
-    }
+    if (!bytes) n = 0;
     /* Each byte gives out at most 3 (U+FFFD) + 3 (a U+FFFD for the pending). */
     if (6 * n + 4 > d->out_cap) d->out = xrealloc(d->out, d->out_cap = 6 * n + 4, 1);
     *len = 0;
@@ -810,25 +967,19 @@ const char *decode_stream_flush(DecodeStream *d, size_t *len) {
     return d->out;
 }
 
-int tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, char **text, size_t *len, Error *e) {
+char *tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, size_t *len) {
     DecodeStream d;
     decode_stream_init(&d, t);
     size_t cap = 64, used = 0, piece_len;
     char *buf = xmalloc(cap);
     for (size_t i = 0; i <= n; i++) {
-        const char *piece = i < n ? decode_stream_push(&d, ids[i], &piece_len, e) : decode_stream_flush(&d, &piece_len);
-        if (!piece) {
-            free(buf);
-            decode_stream_free(&d);
-            return -1;
-        }
+        const char *piece = i < n ? decode_stream_push(&d, ids[i], &piece_len) : decode_stream_flush(&d, &piece_len);
         if (used + piece_len + 1 > cap) buf = xrealloc(buf, cap = 2 * (used + piece_len + 1), 1);
         memcpy(buf + used, piece, piece_len);
         used += piece_len;
     }
     buf[used] = '\0';
     decode_stream_free(&d);
-    *text = buf;
     *len = used;
-    return 0;
+    return buf;
 }

@@ -4,8 +4,10 @@
  * Encoding runs Hugging Face's pipeline in its order:
  *   1. added tokens (<|im_end|>, ...) are split out of the raw text, longest
  *      match first (only in ENCODE_ADDED_TOKENS mode);
- *   2. the text between them is NFC-normalized;
- *   3. it is split into pieces by the Qwen2 pre-tokenizer regex;
+ *   2. the text between them is NFC-normalized (with Unicode 9.0's data, as
+ *      Hugging Face does: see scripts/gen_unicode.py);
+ *   3. it is split into pieces by the Qwen2 pre-tokenizer regex (letters and
+ *      numbers as Unicode 16.0 has them, as Hugging Face's regex engine);
  *   4. each piece's bytes are merged by BPE, lowest merge rank first.
  * Decoding maps ids back to bytes and reads them as UTF-8 the lossy way:
  * each ill-formed sequence becomes U+FFFD, as Hugging Face's decode does.
@@ -67,9 +69,15 @@ typedef enum {
  * thread-safe: t keeps a cache of the pieces it has seen. */
 size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode mode, TokenIds *out);
 
-/* The text of ids[0..n): a fresh NUL-terminated string of *len bytes, or -1
- * with an error when an id has no token. */
-int tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, char **text, size_t *len, Error *e);
+/* The pre-tokenizer alone: the end of the piece of the Qwen2 regex that
+ * starts at text[start], in valid UTF-8 text[0..len) (NFC already). Pieces
+ * are encoded separately, so no token crosses from one into the next. */
+size_t tokenizer_piece_end(const char *text, size_t len, size_t start);
+
+/* The text of ids[0..n): a fresh NUL-terminated string of *len bytes. An id
+ * with no token gives no text, as Hugging Face's decode skips it (the model's
+ * vocabulary can be larger than the tokenizer's). */
+char *tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, size_t *len);
 
 /* Decoding one id at a time, for generation: the text is given out only in
  * whole UTF-8 characters, the start of a character being held back until its
@@ -84,9 +92,9 @@ typedef struct {
 } DecodeStream;
 
 void decode_stream_init(DecodeStream *d, const Tokenizer *t);
-/* The text that id completes (*len bytes, possibly none), valid until the
- * next call; NULL with an error when id has no token. */
-const char *decode_stream_push(DecodeStream *d, int id, size_t *len, Error *e);
+/* The text that id completes (*len bytes, possibly none, and none for an id
+ * with no token), valid until the next call. */
+const char *decode_stream_push(DecodeStream *d, int id, size_t *len);
 /* The end of the text: U+FFFD for a character left incomplete, or nothing. */
 const char *decode_stream_flush(DecodeStream *d, size_t *len);
 void decode_stream_free(DecodeStream *d);

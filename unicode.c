@@ -272,21 +272,77 @@ static void compose(CodePoints *cps) {
     cps->n = out;
 }
 
-char *nfc_normalize(const char *s, size_t n, size_t *out_len) {
-    CodePoints cps = {0};
-    for (size_t i = 0; i < n;) {
-        uint32_t c;
-        bool truncated;
-        i += utf8_next(s + i, n - i, &c, &truncated);
-        decompose(&cps, c);
+/* A growable string. */
+typedef struct {
+    char *s;
+    size_t n, cap;
+} Text;
+
+static void append(Text *t, const char *s, size_t n) {
+    if (t->cap - t->n < n + 4) {
+        t->cap = 2 * (t->n + n + 4);
+        t->s = xrealloc(t->s, t->cap, 1);
     }
-    canonical_order(&cps);
-    compose(&cps);
-    char *out = xmalloc(4 * cps.n + 1);
-    size_t len = 0;
-    for (size_t i = 0; i < cps.n; i++) len += utf8_put(cps.c[i], out + len);
-    out[len] = '\0';
+    memcpy(t->s + t->n, s, n);
+    t->n += n;
+}
+
+/* The character at s[i] and its length (U+FFFD should s not be valid UTF-8
+ * after all). */
+static uint32_t char_at(const char *s, size_t n, size_t i, size_t *len) {
+    uint32_t c;
+    bool truncated;
+    *len = utf8_next(s + i, n - i, &c, &truncated);
+    return c == UTF8_INVALID ? UNICODE_REPLACEMENT : c;
+}
+
+/* Whether c is a starter that NFC keeps and that nothing before it combines
+ * with (NFC_Quick_Check Yes): text splits there into parts that normalize
+ * on their own. */
+static bool is_boundary(uint32_t c) {
+    CharRecord r = record(c);
+    return r.ccc == 0 && !(r.flags & UNICODE_NFC_UNSURE);
+}
+
+/* Appends the NFC of s[0..n) to out, using cps as scratch. */
+static void normalize_span(const char *s, size_t n, CodePoints *cps, Text *out) {
+    cps->n = 0;
+    for (size_t i = 0, len; i < n; i += len) decompose(cps, char_at(s, n, i, &len));
+    canonical_order(cps);
+    compose(cps);
+    for (size_t i = 0; i < cps->n; i++) {
+        char utf8[4];
+        append(out, utf8, utf8_put(cps->c[i], utf8));
+    }
+}
+
+char *nfc_normalize(const char *s, size_t n, size_t *out_len) {
+    /* Only around the characters the quick check is unsure of can NFC change
+     * the text: each span from the boundary before one to the boundary after
+     * it goes through the full algorithm, and the rest is copied. */
+    Text out = {0};
+    CodePoints cps = {0};
+    size_t copied = 0, boundary = 0;  /* s[0..copied) is done; the last boundary seen */
+    unsigned last_ccc = 0;
+    for (size_t i = 0, len; i < n;) {
+        uint32_t c = char_at(s, n, i, &len);
+        CharRecord r = record(c);
+        if (!(r.flags & UNICODE_NFC_UNSURE) && (r.ccc == 0 || last_ccc <= r.ccc)) {
+            if (r.ccc == 0) boundary = i;
+            last_ccc = r.ccc;
+            i += len;
+            continue;
+        }
+        size_t end = i + len;
+        while (end < n && !is_boundary(char_at(s, n, end, &len))) end += len;
+        append(&out, s + copied, boundary - copied);
+        normalize_span(s + boundary, end - boundary, &cps, &out);
+        copied = boundary = i = end;
+        last_ccc = 0;
+    }
+    append(&out, s + copied, n - copied);
+    out.s[out.n] = '\0';
     free(cps.c);
-    *out_len = len;
-    return out;
+    *out_len = out.n;
+    return out.s;
 }

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Writes tests/data/forward_golden.json: reference logits for the forward-pass
-tests, computed by the independent numpy reference (ref_forward.py).
+"""Writes the reference values the tests compare against, computed by the
+independent numpy reference of transformers' Qwen2 (ref_forward.py):
+
+tests/data/forward_golden.json: logits for the forward-pass tests.
+tests/data/generation_golden.json: greedy continuations for the gen and chat tests.
 
 For each case a checkpoint is generated with tests/make_checkpoint (the same
 deterministic generator the tests run), 40 token ids are fed through the
@@ -17,6 +20,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REF = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "..", "shared", "tools", "ref_forward.py")
 TOOL = os.path.join(ROOT, "build", "tests", "make_checkpoint")
 N_TOKENS, N_SAMPLES = 40, 64
+DECODE = os.path.join(os.path.dirname(REF), "qwen_decode.py")
+RUN = os.path.join(ROOT, "run")
+TOKENIZER = os.path.join(ROOT, "tests", "data", "qwen2.5-tokenizer.json")
 
 # name, make_checkpoint arguments (the vocabulary is kept small except in the first case)
 CASES = [
@@ -37,7 +43,7 @@ def lcg_ids(seed, n, vocab):
         out.append((x >> 33) % vocab)
     return out
 
-def main():
+def forward_golden():
     cases = []
     for name, args in CASES:
         with tempfile.TemporaryDirectory() as d:
@@ -69,5 +75,66 @@ def main():
             f.write("]}" + (",\n" if i + 1 < len(cases) else "\n"))
         f.write("]}\n")
 
+# ---- generation ----
+
+GEN_CHECKPOINT = "--seed 21 --set num_hidden_layers=3"
+GEN_PROMPTS = ["Hello world", "The capital of France is", "\u4f60\u597d\uff0c\u4e16\u754c", "def fib(n):\n    ",
+               "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"]
+GEN_TOKENS = 16
+CHAT_MESSAGES = ["Hello! Who are you?", "Tell me a joke about <|im_end|> tokens."]
+CHAT_TOKENS = 8
+SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+EOS = {151645}  # config.json's eos_token_id; the checkpoint has no generation_config.json
+
+def tok(d, text):
+    """Ids of text, special tokens included (our tokenizer, checked against Hugging Face's by test_tokenizer)."""
+    out = subprocess.run([RUN, "tok", d, text], check=True, capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+def greedy(d, ids, n):
+    """The reference's next n greedy ids, cut at an eos id (which gen does not print)."""
+    out = subprocess.run(["/usr/bin/python3", REF, d, ",".join(map(str, ids)), "--greedy", str(n)],
+                         check=True, capture_output=True, text=True).stdout
+    reply = [int(x) for x in out.strip().split(",")]
+    for i, t in enumerate(reply):
+        if t in EOS:
+            return reply[:i], True
+    return reply, False
+
+def text_of(ids):
+    """Hugging Face's decode of ids (qwen_decode.py); ids without a token are skipped, as HF does."""
+    vocab_size = 151665
+    kept = [i for i in ids if i < vocab_size]
+    return subprocess.run(["/usr/bin/python3", DECODE, TOKENIZER, ",".join(map(str, kept))],
+                          check=True, capture_output=True).stdout.decode()
+
+def generation_golden():
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([TOOL, d] + GEN_CHECKPOINT.split(), check=True)
+        subprocess.run(["cp", TOKENIZER, os.path.join(d, "tokenizer.json")], check=True)
+        gens = []
+        for prompt in GEN_PROMPTS:
+            ids = tok(d, prompt)
+            reply, _ = greedy(d, ids, GEN_TOKENS)
+            gens.append({"prompt": prompt, "prompt_ids": ids, "reply_ids": reply, "stdout": text_of(reply) + "\n"})
+        # Two chat turns: the rendered ChatML text, tokenized with its special tokens.
+        context = tok(d, "<|im_start|>system\n" + SYSTEM + "<|im_end|>\n<|im_start|>user\n" + CHAT_MESSAGES[0] +
+                      "<|im_end|>\n<|im_start|>assistant\n")
+        reply1, _ = greedy(d, context, CHAT_TOKENS)
+        # The user's text is plain text: encode it without special tokens.
+        user2 = subprocess.run([RUN, "tok", d, "--plain", "user\n" + CHAT_MESSAGES[1]], check=True,
+                               capture_output=True, text=True).stdout.split()
+        context2 = context + reply1 + tok(d, "<|im_end|>\n") + tok(d, "<|im_start|>") + [int(x) for x in user2] + \
+            tok(d, "<|im_end|>\n<|im_start|>assistant\n")
+        reply2, _ = greedy(d, context2, CHAT_TOKENS)
+        chat = {"messages": CHAT_MESSAGES, "turn_ids": [context, context2], "reply_ids": [reply1, reply2],
+                "stdout": text_of(reply1) + "\n" + text_of(reply2) + "\n"}
+    with open(os.path.join(ROOT, "tests", "data", "generation_golden.json"), "w") as f:
+        json.dump({"generator": "scripts/make_golden.py", "reference": "ref_forward.py --greedy (numpy, fp32)",
+                   "checkpoint": GEN_CHECKPOINT, "gen_tokens": GEN_TOKENS, "chat_tokens": CHAT_TOKENS,
+                   "gen": gens, "chat": chat}, f, indent=1, ensure_ascii=True)
+        f.write("\n")
+
 if __name__ == "__main__":
-    main()
+    forward_golden()
+    generation_golden()

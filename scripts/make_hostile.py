@@ -460,9 +460,9 @@ def tokenizer_cases(c, tok):
     # Bad merges.
     def merges(name, expect, *extra):
         model_changed(name, expect, merges=MERGES + list(extra))
-    merges("merge-no-space", "merge 13 ('hi') is not two tokens separated by one space", "hi")
-    merges("merge-three-parts", "merge 13 ('h i x') is not two tokens separated by one space", "h i x")
-    merges("merge-number", "merge 13 is neither", 7)
+    merges("merge-no-space", 'merge 13 is neither a "left right" string nor a pair of strings', "hi")
+    merges("merge-three-parts", 'merge 13 is neither a "left right" string nor a pair of strings', "h i x")
+    merges("merge-number", 'merge 13 is neither a "left right" string nor a pair of strings', 7)
     merges("merge-pair-of-numbers", "merge 13 is neither", [104, 105])
     merges("merge-unknown-token", "merge 13: 'hx' is not in the vocabulary", "hx i")
     merges("merge-foreign-character", "merge 13: '\u4e16' is not in the vocabulary", "\u4e16 i")

@@ -24,8 +24,7 @@ trap 'exit 1' HUP INT PIPE TERM # so that the EXIT trap runs
 
 hub=$tmp/hub
 mkdir -p "$hub/test"
-# run info, which download.sh ends with, checks tokenizer.json too.
-tokenizer=tests/data/qwen2.5-tokenizer.json
+tokenizer=tests/data/qwen2.5-tokenizer.json  # unpacked by make test
 # make_repo NAME MAKE_CHECKPOINT_FLAGS...: a repo with the files a checkpoint
 # folder has on the hub. The model is tiny, but keeps Qwen2's vocabulary so
 # that the tokenizer fits it (the weights are then 4.9 MB).

@@ -1,6 +1,8 @@
 /* test_json.c - the JSON parser against RFC 8259: documents that must parse
  * (with the values they must give) and documents that must be refused. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../json.h"
@@ -193,6 +195,38 @@ static void test_valid_misc(void) {
     accept("1e400");   /* out of double range: parses (to infinity), RFC leaves the range open */
 }
 
+/* Big containers (their children move to a block of their own past 64 KiB)
+ * holding small ones, and a big object: every value where it belongs; and
+ * an error deep inside a big container frees everything (the sanitizers
+ * check that). */
+static void test_big(void) {
+    enum { N = 20000 };
+    char *text = xmalloc((size_t)N * 64 + 64);
+    size_t n = 0;
+    n += (size_t)sprintf(text + n, "{\"list\": [");
+    for (int i = 0; i < N; i++) n += (size_t)sprintf(text + n, "%s[%d, \"s%d\"]", i ? "," : "", i, i);
+    n += (size_t)sprintf(text + n, "], \"map\": {");
+    for (int i = 0; i < N; i++) n += (size_t)sprintf(text + n, "%s\"k%d\": %d", i ? "," : "", i, i);
+    n += (size_t)sprintf(text + n, "}}");
+    JsonDoc doc;
+    Error e;
+    CHECK(json_parse(&doc, text, n, &e) == 0, "big document parses");
+    const JsonValue *list = json_get(&doc.root, "list"), *map = json_get(&doc.root, "map");
+    bool ok = list && list->len == N && map && map->len == N;
+    for (int i = 0; ok && i < N; i++) {
+        const JsonValue *pair = &list->items[i];
+        char key[16];
+        sprintf(key, "s%d", i);
+        ok = pair->len == 2 && pair->items[0].number.integer == i && strcmp(pair->items[1].string, key) == 0;
+        sprintf(key, "k%d", i);
+        ok = ok && strcmp(map->members[i].key, key) == 0 && map->members[i].value.number.integer == i;
+    }
+    CHECK(ok, "big array of small arrays, and big object: every value in place");
+    json_free(&doc);
+    CHECK(json_parse(&doc, text, n - 2, &e) == -1, "big document cut short is refused");
+    free(text);
+}
+
 int main(void) {
     test_scalars();
     test_numbers();
@@ -201,5 +235,6 @@ int main(void) {
     test_depth();
     test_invalid();
     test_valid_misc();
+    test_big();
     return test_summary("test_json");
 }

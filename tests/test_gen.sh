@@ -1,0 +1,89 @@
+#!/bin/sh
+# tests/test_gen.sh - gen and chat end to end against the reference's greedy
+# continuations (tests/data/generation_golden.json, made by
+# scripts/make_golden.py with the numpy reference of transformers' Qwen2), and
+# chat's conventions: /reset, a full context, a typed special token, seeds.
+. tests/lib.sh
+
+fixture=${TESTBIN:-build/tests}/make_checkpoint
+golden=tests/data/generation_golden.json
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+model=$tmp/model
+# field KEY...: a value of the golden file, e.g. field gen 0 prompt
+field() {
+    python3 -c '
+import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2:]:
+    v = v[int(k)] if isinstance(v, list) else v[k]
+sys.stdout.write(v if isinstance(v, str) else " ".join(map(str, v)) if isinstance(v, list) else str(v))' "$golden" "$@"
+}
+# shellcheck disable=SC2046 # the checkpoint's flags are split on purpose
+"$fixture" "$model" $(field checkpoint) >/dev/null
+cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
+n=$(field gen_tokens)
+
+# ---- gen: the reference's greedy continuation, and one newline ----
+# (The prompts come on standard input: $(...) would drop a final newline.)
+for i in 0 1 2 3 4; do
+    field gen $i prompt >"$tmp/prompt"
+    field gen $i stdout >"$tmp/want"
+    $RUN gen "$model" --temp 0 -n "$n" <"$tmp/prompt" >"$tmp/got" 2>"$tmp/err"
+    check "gen prompt $i: exit 0" test $? -eq 0
+    check "gen prompt $i: the reference's continuation" cmp -s "$tmp/got" "$tmp/want"
+    check "gen prompt $i: the prompt's ids" test "$($RUN tok "$model" -f "$tmp/prompt")" = "$(field gen $i prompt_ids)"
+done
+check "gen: statistics on stderr" grep -q "^prompt: 10 tokens, .* tok/s; generated: $n tokens" "$tmp/err"
+field gen 1 stdout >"$tmp/want"
+$RUN gen "$model" "$(field gen 1 prompt)" --temp 0 -n "$n" >"$tmp/got" 2>/dev/null
+check "gen: the prompt as an argument" cmp -s "$tmp/got" "$tmp/want"
+
+# ---- gen: sampling ----
+$RUN gen "$model" "Hello" -n 12 --temp 0.9 --top-k 40 --seed 7 >"$tmp/a" 2>/dev/null
+$RUN gen "$model" "Hello" -n 12 --temp 0.9 --top-k 40 --seed 7 -t 1 >"$tmp/b" 2>/dev/null
+$RUN gen "$model" "Hello" -n 12 --temp 0.9 --top-k 40 --seed 8 >"$tmp/c" 2>/dev/null
+check "gen --seed: the same text again (and with -t 1)" cmp -s "$tmp/a" "$tmp/b"
+check "gen --seed: another seed, another text" sh -c "! cmp -s '$tmp/a' '$tmp/c'"
+check "gen -n 3: at most 3 tokens" sh -c "$RUN gen '$model' Hello -n 3 2>&1 >/dev/null | grep -q 'generated: 3 tokens'"
+
+# ---- gen: errors ----
+$RUN gen "$model" "one two three four five six" -c 4 >/dev/null 2>"$tmp/err"
+check "gen: a prompt longer than the context: exit 1" test $? -eq 1
+check "gen: a prompt longer than the context: said" grep -q "longer than the context of 4" "$tmp/err"
+$RUN gen "$model" "" >/dev/null 2>"$tmp/err"
+check "gen: an empty prompt: exit 1" test $? -eq 1
+printf 'caf\351 au lait' >"$tmp/latin1"
+$RUN gen "$model" "$(cat "$tmp/latin1")" -n 1 >/dev/null 2>"$tmp/err"
+check "gen: invalid UTF-8 in the prompt: a warning" grep -q "invalid UTF-8 sequence in the input replaced by U+FFFD" "$tmp/err"
+
+# ---- chat: two turns through a pipe, against the reference ----
+{
+    field chat messages 0
+    echo
+    field chat messages 1
+    echo
+} >"$tmp/messages"
+field chat stdout >"$tmp/want"
+$RUN chat "$model" --temp 0 -n "$(field chat_tokens)" <"$tmp/messages" >"$tmp/got" 2>"$tmp/err"
+check "chat: exit 0 at the end of input" test $? -eq 0
+check "chat: two replies as the reference, each ending in a newline" cmp -s "$tmp/got" "$tmp/want"
+check "chat: nothing on stderr when piped" test ! -s "$tmp/err"
+
+# /reset: the second conversation starts afresh, so its reply is the first's.
+first=$(head -n 1 "$tmp/want")
+printf '%s\n/reset\n%s\n/exit\nnever read\n' "$(field chat messages 0)" "$(field chat messages 0)" |
+    $RUN chat "$model" --temp 0 -n "$(field chat_tokens)" >"$tmp/got" 2>/dev/null
+check "chat /reset: the same reply to the same first message" test "$(sed -n 2p "$tmp/got")" = "$first"
+check "chat /exit: nothing after it is read" test "$(wc -l <"$tmp/got")" -eq 2
+
+# A context too small for two turns: the second starts a new conversation.
+printf 'Hello! Who are you?\nHello! Who are you?\n' | $RUN chat "$model" --temp 0 -n 8 -c 48 >"$tmp/got" 2>"$tmp/err"
+check "chat: a full context starts a new conversation" grep -q "is full: starting a new conversation" "$tmp/err"
+check "chat: ... and answers as in a new one" test "$(sed -n 2p "$tmp/got")" = "$first"
+printf '%s\n' "$(head -c 3000 /dev/zero | tr '\0' 'a')" | $RUN chat "$model" -c 64 >/dev/null 2>"$tmp/err"
+check "chat: a message longer than the context is refused, chat goes on" grep -q "too long for the context" "$tmp/err"
+printf '' | $RUN chat "$model" >"$tmp/got" 2>&1
+check "chat: empty input ends at once" test ! -s "$tmp/got"
+
+summary test_gen
