@@ -132,11 +132,9 @@ static int cmd_info(int argc, char **argv) {
     size_t params = 0, bytes = 0;
     for (size_t i = 0; i < m.st.n_tensors; i++) {
         const Tensor *t = &m.st.tensors[i];
-        char shape[128] = "[";
-        size_t at = 1;
-        for (int d = 0; d < t->ndim; d++) at += (size_t)snprintf(shape + at, sizeof shape - at, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-        snprintf(shape + at, sizeof shape - at, "]");
-        printf("  %-52s %-4s %-14s %12zu bytes\n", t->name, dtype_name(t->dtype), shape, t->nbytes);
+        char shape[128];
+        printf("  %-52s %-4s %-14s %12zu bytes\n", t->name, dtype_name(t->dtype), tensor_shape_text(t, shape, sizeof shape),
+               t->nbytes);
         params += t->numel;
         bytes += t->nbytes;
     }
@@ -574,16 +572,14 @@ static double generation_number(const char *path, const JsonValue *root, const c
 static Generation generation_defaults(const char *model, const Config *c, int default_max_new) {
     Generation g = {{0.0, 50, 1.0, 0.0, 1.0, 0}, default_max_new, {0}, c->n_eos};
     memcpy(g.eos_ids, c->eos_ids, sizeof g.eos_ids);
-    char *path = model_path(model, "generation_config.json"), *text;
-    size_t len;
+    char *path = model_path(model, "generation_config.json");
     Error e;
     if (access(path, F_OK) != 0) {
         free(path);
         return g;
     }
-    if (read_file(path, &text, &len, &e) != 0) die("%s", e.msg);
     JsonDoc doc;
-    if (json_parse(&doc, text, len, &e) != 0) die("%s: %s", path, e.msg);
+    if (json_parse_file(&doc, path, &e) != 0) die("%s", e.msg);
     const JsonValue *root = &doc.root;
     if (root->type != JSON_OBJECT) die("%s: not a JSON object", path);
     const JsonValue *sample = json_get(root, "do_sample");
@@ -594,23 +590,10 @@ static Generation generation_defaults(const char *model, const Config *c, int de
     g.sampling.repeat_penalty = generation_number(path, root, "repetition_penalty", 1.0);
     double max_new = generation_number(path, root, "max_new_tokens", -2);
     if (max_new >= 1 && max_new <= 1 << 30) g.max_new = (int)max_new;
-    const JsonValue *eos = json_get(root, "eos_token_id");
-    if (eos && eos->type != JSON_NULL) {
-        const JsonValue *items = eos->type == JSON_ARRAY ? eos->items : eos;
-        size_t n = eos->type == JSON_ARRAY ? eos->len : 1;
-        if (n > MAX_EOS_IDS) die("%s: more than %d eos_token_id values", path, MAX_EOS_IDS);
-        g.n_eos = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (items[i].type != JSON_NUMBER || !items[i].number.is_integer || items[i].number.integer < 0 ||
-                items[i].number.integer > INT32_MAX)
-                die("%s: \"eos_token_id\" must be a token id or a list of them", path);
-            g.eos_ids[g.n_eos++] = (int)items[i].number.integer;
-        }
-    }
+    if (read_eos_ids(path, root, g.eos_ids, &g.n_eos, &e) != 0) die("%s", e.msg);
     /* A bad value here is the file's fault, not the command line's. */
     if (sampler_check_config(&g.sampling, &e) != 0) die("%s: %s", path, e.msg);
     json_free(&doc);
-    free(text);
     free(path);
     return g;
 }
