@@ -452,6 +452,16 @@ void json_free(JsonDoc *doc) {
     memset(doc, 0, sizeof *doc);
 }
 
+int json_parse_file(JsonDoc *doc, const char *path, Error *e) {
+    const void *text;
+    size_t len;
+    if (map_file(path, &text, &len, e) != 0) return -1;
+    Error why;
+    int rc = json_parse(doc, text ? text : "", len, &why);
+    unmap_file(text, len);
+    return rc != 0 ? fail(e, "%s: %s", path, why.msg) : 0;
+}
+
 const JsonValue *json_get(const JsonValue *v, const char *key) {
     if (!v || v->type != JSON_OBJECT) return NULL;
     size_t n = strlen(key);

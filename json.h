@@ -54,6 +54,9 @@ typedef struct {
 int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e);
 void json_free(JsonDoc *doc);
 
+/* Parses the file at path; errors name the file: "path: line 3, column 17: ...". */
+int json_parse_file(JsonDoc *doc, const char *path, Error *e);
+
 /* The member named key of an object, or NULL when v is not an object or has
  * no such member. If a key repeats, the last one wins, as in Python's json. */
 const JsonValue *json_get(const JsonValue *v, const char *key);

@@ -63,16 +63,22 @@ static int parse_model_flag(int argc, char **argv, int *i, ModelOptions *opt) {
 /* Defined with the generation settings below. */
 static void check_generation_config(const char *model, const Config *c);
 
-/* Loads the model and the tokenizer of checkpoint MODEL. Every command
- * loads both, so that each one refuses a broken folder, tokenizer.json
- * included (download.sh and make chat trust `run info` to check a folder).
- * With warm_up, the weights' pages are read in on a background thread while
- * the tokenizer loads, for the commands that run the model. */
-static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool warm_up) {
+/* Loads the model and the tokenizer of checkpoint MODEL, and checks its
+ * generation_config.json, so that every command refuses a broken folder
+ * (download.sh and make chat trust `run info` to check one). The tokenizer
+ * is optional for the commands that only run token ids (info, fwd, bench):
+ * without tokenizer.json they get NULL. With warm_up, the weights' pages are
+ * read in on a background thread while the tokenizer loads. */
+static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool warm_up, bool need_tokenizer) {
     Error e;
     if (model_load(m, path, opt, &e) != 0) die("%s", e.msg);
     if (warm_up) model_warm_up(m);
+    check_generation_config(path, &m->config);
     char *tok_path = model_path(path, "tokenizer.json");
+    if (!need_tokenizer && access(tok_path, F_OK) != 0) {
+        free(tok_path);
+        return NULL;
+    }
     Tokenizer *t = tokenizer_load(tok_path, &e);
     if (!t) die("%s", e.msg);
     /* The tokenizer must not make ids that the model has no embedding for. */
@@ -80,7 +86,6 @@ static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions
         die("%s: token ids go up to %d, past the model's vocab_size of %d", tok_path, tokenizer_vocab_size(t) - 1,
             m->config.vocab_size);
     free(tok_path);
-    check_generation_config(path, &m->config);
     return t;
 }
 
@@ -107,7 +112,7 @@ static int cmd_info(int argc, char **argv) {
     }
     if (!path) die_usage("info: MODEL is missing");
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false, false);
     const Config *c = &m.config;
     printf("model: %s\n", path);
     printf("architecture: Qwen2, %d layers, hidden %d, MLP %d, %d query heads, %d key/value heads, head_dim %d\n",
@@ -120,17 +125,16 @@ static int cmd_info(int argc, char **argv) {
     printf(", eos ids:");
     for (int i = 0; i < c->n_eos; i++) printf(" %d", c->eos_ids[i]);
     printf("%s\n", c->n_eos ? "" : " none");
-    printf("tokenizer: %d ids\n", tokenizer_vocab_size(tokenizer));
+    if (tokenizer) printf("tokenizer: %d ids\n", tokenizer_vocab_size(tokenizer));
+    else printf("tokenizer: none (no tokenizer.json)\n");
 
     printf("\ntensors (%zu in %d file%s):\n", m.st.n_tensors, m.st.n_files, m.st.n_files == 1 ? "" : "s");
     size_t params = 0, bytes = 0;
     for (size_t i = 0; i < m.st.n_tensors; i++) {
         const Tensor *t = &m.st.tensors[i];
-        char shape[128] = "[";
-        size_t at = 1;
-        for (int d = 0; d < t->ndim; d++) at += (size_t)snprintf(shape + at, sizeof shape - at, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-        snprintf(shape + at, sizeof shape - at, "]");
-        printf("  %-52s %-4s %-14s %12zu bytes\n", t->name, dtype_name(t->dtype), shape, t->nbytes);
+        char shape[128];
+        printf("  %-52s %-4s %-14s %12zu bytes\n", t->name, dtype_name(t->dtype), tensor_shape_text(t, shape, sizeof shape),
+               t->nbytes);
         params += t->numel;
         bytes += t->nbytes;
     }
@@ -147,8 +151,9 @@ static int cmd_info(int argc, char **argv) {
 
 /* ---- fwd ---- */
 
-/* Prints the 5 highest logits of one position. */
-static void print_top5(const float *logits, int vocab) {
+/* Prints the 5 highest logits of one position, with each token's text (C
+ * escapes for control characters) when there is a tokenizer. */
+static void print_top5(const float *logits, int vocab, const Tokenizer *t) {
     int top[5];
     int n = 0;
     for (int id = 0; id < vocab; id++) {
@@ -159,7 +164,24 @@ static void print_top5(const float *logits, int vocab) {
         }
         if (at < 5) top[at] = id;
     }
-    for (int i = 0; i < n; i++) printf("  %d. id %-7d logit %.6f\n", i + 1, top[i], logits[top[i]]);
+    for (int i = 0; i < n; i++) {
+        printf("  %d. id %-7d logit %10.6f", i + 1, top[i], logits[top[i]]);
+        size_t len;
+        char *text = t ? tokenizer_decode(t, &top[i], 1, &len) : NULL;
+        if (text) {
+            printf("  \"");
+            for (size_t k = 0; k < len; k++) {
+                unsigned char ch = (unsigned char)text[k];
+                if (ch == '\n') printf("\\n");
+                else if (ch == '"' || ch == '\\') printf("\\%c", ch);
+                else if (ch < 0x20 || ch == 0x7F) printf("\\x%02x", ch);
+                else putchar(ch);
+            }
+            putchar('"');
+        }
+        free(text);
+        putchar('\n');
+    }
 }
 
 /* "9707,11,1879" -> ids; a usage error for anything else. */
@@ -230,7 +252,7 @@ static int cmd_fwd(int argc, char **argv) {
         n = 1;
     }
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, false);
     for (int i = 0; i < n; i++) check_token(&m, ids[i]);
     if ((long)pos + n > m.seq_len) die("%d tokens at position %d do not fit the context of %d (-c)", n, pos, m.seq_len);
     m.trace = verbose ? stdout : NULL;
@@ -249,7 +271,7 @@ static int cmd_fwd(int argc, char **argv) {
     }
     if (out && fclose(out) != 0) die("%s: write failed", logits_path);
     printf("next token after id %d at position %d:\n", ids[n - 1], pos + n - 1);
-    print_top5(last, vocab);
+    print_top5(last, vocab, tokenizer);
     free(ids);
     model_free(&m);
     tokenizer_free(tokenizer);
@@ -306,7 +328,7 @@ static int cmd_bench(int argc, char **argv) {
     if (!path) die_usage("bench: MODEL is missing");
     if (!opt.context) opt.context = depth + (n_prompt > n_gen ? n_prompt : n_gen);
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, false);
     int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth;
     if ((long)depth + n_prompt > m.seq_len || (long)depth + n_gen > m.seq_len)
         die("depth %d + %d tokens do not fit the context of %d (-c)", depth, n_prompt > n_gen ? n_prompt : n_gen, m.seq_len);
@@ -550,16 +572,14 @@ static double generation_number(const char *path, const JsonValue *root, const c
 static Generation generation_defaults(const char *model, const Config *c, int default_max_new) {
     Generation g = {{0.0, 50, 1.0, 0.0, 1.0, 0}, default_max_new, {0}, c->n_eos};
     memcpy(g.eos_ids, c->eos_ids, sizeof g.eos_ids);
-    char *path = model_path(model, "generation_config.json"), *text;
-    size_t len;
+    char *path = model_path(model, "generation_config.json");
     Error e;
     if (access(path, F_OK) != 0) {
         free(path);
         return g;
     }
-    if (read_file(path, &text, &len, &e) != 0) die("%s", e.msg);
     JsonDoc doc;
-    if (json_parse(&doc, text, len, &e) != 0) die("%s: %s", path, e.msg);
+    if (json_parse_file(&doc, path, &e) != 0) die("%s", e.msg);
     const JsonValue *root = &doc.root;
     if (root->type != JSON_OBJECT) die("%s: not a JSON object", path);
     const JsonValue *sample = json_get(root, "do_sample");
@@ -570,23 +590,10 @@ static Generation generation_defaults(const char *model, const Config *c, int de
     g.sampling.repeat_penalty = generation_number(path, root, "repetition_penalty", 1.0);
     double max_new = generation_number(path, root, "max_new_tokens", -2);
     if (max_new >= 1 && max_new <= 1 << 30) g.max_new = (int)max_new;
-    const JsonValue *eos = json_get(root, "eos_token_id");
-    if (eos && eos->type != JSON_NULL) {
-        const JsonValue *items = eos->type == JSON_ARRAY ? eos->items : eos;
-        size_t n = eos->type == JSON_ARRAY ? eos->len : 1;
-        if (n > MAX_EOS_IDS) die("%s: more than %d eos_token_id values", path, MAX_EOS_IDS);
-        g.n_eos = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (items[i].type != JSON_NUMBER || !items[i].number.is_integer || items[i].number.integer < 0 ||
-                items[i].number.integer > INT32_MAX)
-                die("%s: \"eos_token_id\" must be a token id or a list of them", path);
-            g.eos_ids[g.n_eos++] = (int)items[i].number.integer;
-        }
-    }
+    if (read_eos_ids(path, root, g.eos_ids, &g.n_eos, &e) != 0) die("%s", e.msg);
     /* A bad value here is the file's fault, not the command line's. */
     if (sampler_check_config(&g.sampling, &e) != 0) die("%s: %s", path, e.msg);
     json_free(&doc);
-    free(text);
     free(path);
     return g;
 }
@@ -628,7 +635,7 @@ typedef struct {
 static void session_open(Session *s, const char *model, const ModelOptions *opt, const GenerationFlags *flags,
                          int default_max_new) {
     memset(s, 0, sizeof *s);
-    s->tokenizer = load_checkpoint(&s->model, model, opt, true);
+    s->tokenizer = load_checkpoint(&s->model, model, opt, true, true);
     s->gen = generation_settings(model, &s->model.config, flags, default_max_new);
     Error e;
     s->sampler = sampler_new(&s->gen.sampling, s->model.config.vocab_size, &e);

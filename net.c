@@ -56,19 +56,18 @@ static int config_expect(const char *path, const JsonValue *root, const char *ke
 }
 
 /* eos_token_id: absent, one id, or a list of ids. */
-static int config_eos(const char *path, const JsonValue *root, Config *c, Error *e) {
+int read_eos_ids(const char *path, const JsonValue *root, int ids[MAX_EOS_IDS], int *n_ids, Error *e) {
     const JsonValue *v = json_get(root, "eos_token_id");
-    c->n_eos = 0;
     if (!v || v->type == JSON_NULL) return 0;
     const JsonValue *items = v->type == JSON_ARRAY ? v->items : v;
     size_t n = v->type == JSON_ARRAY ? v->len : 1;
     if (n > MAX_EOS_IDS) return fail(e, "%s: more than %d eos_token_id values", path, MAX_EOS_IDS);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         if (items[i].type != JSON_NUMBER || !items[i].number.is_integer || items[i].number.integer < 0 ||
             items[i].number.integer > INT32_MAX)
             return fail(e, "%s: \"eos_token_id\" must be a token id or a list of them", path);
-        c->eos_ids[c->n_eos++] = (int)items[i].number.integer;
-    }
+    for (size_t i = 0; i < n; i++) ids[i] = (int)items[i].number.integer;
+    *n_ids = (int)n;
     return 0;
 }
 
@@ -104,7 +103,7 @@ static int config_check(const char *path, const JsonValue *root, Config *c, Erro
         return fail(e, "%s: \"tie_word_embeddings\" must be true or false", path);
     c->tied_embeddings = tie && tie->type == JSON_BOOL && tie->boolean;
     if (config_int(path, root, "bos_token_id", -1, INT32_MAX, -1, &c->bos_id, e)) return -1;
-    return config_eos(path, root, c, e);
+    return read_eos_ids(path, root, c->eos_ids, &c->n_eos, e);
 }
 
 int config_parse(Config *c, const char *text, size_t len, const char *label, Error *e) {
@@ -133,14 +132,6 @@ static WeightType weight_type_of(DType t) {
     return t == DTYPE_F32 ? WEIGHT_F32 : t == DTYPE_F16 ? WEIGHT_F16 : WEIGHT_BF16;
 }
 
-static const char *shape_text(const Tensor *t, char *buf, size_t size) {
-    size_t at = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < t->ndim && at < size; i++)
-        at += (size_t)snprintf(buf + at, size - at, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-    if (at < size) snprintf(buf + at, size - at, "]");
-    return buf;
-}
-
 /* The tensor `name`, which must have shape [rows, cols] (cols 0: [rows]). */
 static const Tensor *find_tensor(const Model *m, const char *name, int rows, int cols, Error *e) {
     const Tensor *t = st_find(&m->st, name);
@@ -151,8 +142,8 @@ static const Tensor *find_tensor(const Model *m, const char *name, int rows, int
     int ndim = cols ? 2 : 1;
     if (t->ndim != ndim || t->shape[0] != rows || (cols && t->shape[1] != cols)) {
         char got[128];
-        if (cols) fail(e, "%s: tensor '%s' has shape %s, expected [%d, %d]", t->file, name, shape_text(t, got, sizeof got), rows, cols);
-        else fail(e, "%s: tensor '%s' has shape %s, expected [%d]", t->file, name, shape_text(t, got, sizeof got), rows);
+        if (cols) fail(e, "%s: tensor '%s' has shape %s, expected [%d, %d]", t->file, name, tensor_shape_text(t, got, sizeof got), rows, cols);
+        else fail(e, "%s: tensor '%s' has shape %s, expected [%d]", t->file, name, tensor_shape_text(t, got, sizeof got), rows);
         return NULL;
     }
     return t;

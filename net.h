@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "json.h"
 #include "kernels.h"
 #include "safetensors.h"
 #include "threads.h"
@@ -31,6 +32,10 @@ typedef struct {
     int eos_ids[MAX_EOS_IDS]; /* eos_token_id (a number or a list) */
     int n_eos;
 } Config;
+
+/* eos_token_id of a config.json or generation_config.json (root): absent
+ * (leaves *n_ids as it is), one id, or a list of ids. */
+int read_eos_ids(const char *path, const JsonValue *root, int ids[MAX_EOS_IDS], int *n_ids, Error *e);
 
 /* Reads and checks config.json: every field present, in range, consistent. */
 int config_load(Config *c, const char *path, Error *e);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -173,34 +174,11 @@ out:
 
 /* Opens a regular file read-only (never blocking on a FIFO or device) and
  * maps all of it. */
-static int map_file(MappedFile *f, const char *path, Error *e) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return fail(e, "%s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return fail(e, "%s: not a regular file", path);
-    }
-    f->size = (size_t)sb.st_size;
-    f->map = NULL;
-    if (f->size > 0) {
-        f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (f->map == MAP_FAILED) {
-            int err = errno;
-            close(fd);
-            f->map = NULL;
-            return fail(e, "%s: cannot map: %s", path, strerror(err));
-        }
-    }
-    close(fd);
-    f->path = xstrdup(path);
-    return 0;
-}
-
 static int add_path(SafeTensors *st, const char *path, Error *e) {
     st->files = xrealloc(st->files, (size_t)st->n_files + 1, sizeof(MappedFile));
     MappedFile *f = &st->files[st->n_files];
-    if (map_file(f, path, e) != 0) return -1;
+    if (map_file(path, &f->map, &f->size, e) != 0) return -1;
+    f->path = xstrdup(path);
     st->n_files++;
     return st_add_file(st, f->map, f->size, f->path, e);
 }
@@ -247,14 +225,9 @@ static int open_shards(SafeTensors *st, const char *index_path, const JsonValue 
 /* A sharded checkpoint: the index's "weight_map" names, for every tensor, the
  * file (in the index's own folder) that holds it. */
 static int open_index(SafeTensors *st, const char *index_path, Error *e) {
-    char *text;
-    size_t len;
-    if (read_file(index_path, &text, &len, e) != 0) return -1;
     JsonDoc doc;
-    Error je;
-    int rc = json_parse(&doc, text, len, &je);
-    free(text);
-    if (rc != 0) return fail(e, "%s: %s", index_path, je.msg);
+    if (json_parse_file(&doc, index_path, e) != 0) return -1;
+    int rc = 0;
     const JsonValue *map = json_get(&doc.root, "weight_map");
     if (!map || map->type != JSON_OBJECT || map->len == 0)
         rc = fail(e, "%s: no \"weight_map\" object naming the shards", index_path);
@@ -292,9 +265,17 @@ void st_close(SafeTensors *st) {
     for (size_t i = 0; i < st->n_tensors; i++) free(st->tensors[i].name);
     free(st->tensors);
     for (int i = 0; i < st->n_files; i++) {
-        if (st->files[i].map) munmap(st->files[i].map, st->files[i].size);
+        unmap_file(st->files[i].map, st->files[i].size);
         free(st->files[i].path);
     }
     free(st->files);
     memset(st, 0, sizeof *st);
+}
+
+const char *tensor_shape_text(const Tensor *t, char *buf, size_t size) {
+    size_t at = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < t->ndim && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (at < size) snprintf(buf + at, size - at, "]");
+    return buf;
 }

@@ -30,7 +30,7 @@ typedef struct {
 
 typedef struct {
     char *path;
-    void *map;              /* the whole file, mapped read-only */
+    const void *map;        /* the whole file, mapped read-only */
     size_t size;
 } MappedFile;
 
@@ -53,6 +53,9 @@ int st_add_file(SafeTensors *st, const unsigned char *bytes, size_t size, const 
 const Tensor *st_find(const SafeTensors *st, const char *name);
 
 void st_close(SafeTensors *st);
+
+/* The shape as text, e.g. "[151936, 896]", in buf; returns buf. */
+const char *tensor_shape_text(const Tensor *t, char *buf, size_t size);
 
 const char *dtype_name(DType t);
 size_t dtype_size(DType t);

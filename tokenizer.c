@@ -605,31 +605,9 @@ static int load_merges(Tokenizer *t, const JsonValue *merges, const int16_t *cha
     return rc;
 }
 
-/* Parses the JSON file at path. The file is mapped rather than read into
- * memory: the parser goes through it once, and a mapping spares copying
- * megabytes into fresh pages. */
-static int parse_json_file(const char *path, JsonDoc *doc, Error *e) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);  /* a FIFO must not hang us */
-    if (fd < 0) return fail(e, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(e, "%s: not a regular file", path);
-    }
-    size_t len = (size_t)st.st_size;
-    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-    int err = errno;
-    close(fd);
-    if (map == MAP_FAILED) return fail(e, "%s: %s", path, strerror(err));
-    Error why;
-    int rc = json_parse(doc, len ? map : "", len, &why);
-    if (len) munmap(map, len);
-    return rc != 0 ? fail(e, "%s: %s", path, why.msg) : 0;
-}
-
 Tokenizer *tokenizer_load(const char *path, Error *e) {
     JsonDoc doc;
-    if (parse_json_file(path, &doc, e) != 0) return NULL;
+    if (json_parse_file(&doc, path, e) != 0) return NULL;
     Tokenizer *t = xcalloc(1, sizeof *t);
     int16_t char_byte[ALPHABET_END];
     make_byte_level_alphabet(t->byte_char, char_byte);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <time.h>
@@ -93,20 +94,43 @@ char *xstrdup(const char *s) {
     return memcpy(xmalloc(n), s, n);
 }
 
-int read_file(const char *path, char **data, size_t *len, Error *e) {
-    /* O_NONBLOCK: a FIFO given as a file must not hang the program. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return fail(e, "%s: %s", path, strerror(errno));
+/* Opens a regular file for reading; O_NONBLOCK, so that a FIFO given as a
+ * file cannot hang the program. */
+static int open_regular(const char *path, int *fd, size_t *size, Error *e) {
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) return fail(e, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
+    if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(*fd);
         return fail(e, "%s: not a regular file", path);
     }
-    if (st.st_size > MAX_TEXT_FILE_BYTES) {
+    *size = (size_t)st.st_size;
+    return 0;
+}
+
+int map_file(const char *path, const void **data, size_t *size, Error *e) {
+    int fd;
+    if (open_regular(path, &fd, size, e) != 0) return -1;
+    void *map = *size ? mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    int err = errno;
+    close(fd);
+    if (map == MAP_FAILED) return fail(e, "%s: cannot map: %s", path, strerror(err));
+    *data = map;
+    return 0;
+}
+
+void unmap_file(const void *data, size_t size) {
+    if (data) munmap((void *)data, size);
+}
+
+int read_file(const char *path, char **data, size_t *len, Error *e) {
+    int fd;
+    size_t size, n = 0;
+    if (open_regular(path, &fd, &size, e) != 0) return -1;
+    if (size > MAX_TEXT_FILE_BYTES) {
         close(fd);
-        return fail(e, "%s: file is too large (%lld bytes)", path, (long long)st.st_size);
+        return fail(e, "%s: file is too large (%zu bytes)", path, size);
     }
-    size_t size = (size_t)st.st_size, n = 0;
     char *buf = xmalloc(size + 1);
     while (n < size) {
         ssize_t got = read(fd, buf + n, size - n);

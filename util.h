@@ -34,6 +34,11 @@ char *xstrdup(const char *s);
 /* a * b into *out, returning 0, or -1 when the product overflows size_t. */
 int mul_size(size_t a, size_t b, size_t *out);
 
+/* Maps a whole regular file read-only: *data is NULL for an empty file.
+ * Undo with unmap_file. */
+int map_file(const char *path, const void **data, size_t *size, Error *e);
+void unmap_file(const void *data, size_t size);
+
 /* Reads a whole regular file (at most 1 GiB) into a fresh NUL-terminated buffer. */
 int read_file(const char *path, char **data, size_t *len, Error *e);
 

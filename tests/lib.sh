@@ -14,6 +14,22 @@ check() {
     if "$@"; then pass; else fail "$what"; fi
 }
 
+# status EXPECTED COMMAND...: runs COMMAND, output to $tmp/out and $tmp/err
+# (the test's own $tmp folder), and checks its exit status.
+status() {
+    want=$1
+    shift
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    got=$?
+    [ "$got" -eq "$want" ] || { echo "exit $got, expected $want: $*"; cat "$tmp/err"; return 1; }
+}
+
+# one_error PATTERN: stderr ($tmp/err) is a single line "run: ..." matching PATTERN.
+one_error() {
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] && head -n 1 "$tmp/err" | grep -q "^run: .*$1" ||
+        { echo "stderr is not one line matching '$1':"; cat "$tmp/err"; return 1; }
+}
+
 summary() {
     echo "$1: $n_passed passed, $n_failed failed"
     [ "$n_failed" -eq 0 ]

@@ -60,6 +60,14 @@ while IFS='|' read -r name text; do
     expect 1 "$text" gen "$corpus/$name" hi -n 2
 done <"$corpus/cases.txt"
 
+# No tokenizer.json: info and fwd run token ids without one, gen cannot.
+no_tokenizer=$(mktemp -d)
+ln -s "$PWD/$base/config.json" "$PWD/$base/model.safetensors" "$no_tokenizer/"
+works info "$no_tokenizer"
+works fwd "$no_tokenizer" --tokens 1,2,3
+expect 1 "tokenizer.json: No such file or directory" gen "$no_tokenizer" hi -n 2
+rm -r "$no_tokenizer"
+
 # Well-formed weights that hold NaN: gen must not sample from NaN logits.
 works info "$corpus/nan-weights"
 expect 1 "the model computed a NaN logit" gen "$corpus/nan-weights" hi -n 2

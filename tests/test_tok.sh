@@ -10,24 +10,10 @@ model=$tmp/model
 mkdir "$model"
 cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
 
-# status EXPECTED COMMAND...: runs COMMAND, output to $tmp/out and $tmp/err,
-# and checks its exit status.
-status() {
-    want=$1
-    shift
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    got=$?
-    [ "$got" -eq "$want" ] || { echo "exit $got, expected $want: $*"; cat "$tmp/err"; return 1; }
-}
 # out_is TEXT: stdout is exactly TEXT (printf format) and nothing else.
 out_is() {
     printf "$1" >"$tmp/want"
     cmp -s "$tmp/out" "$tmp/want" || { echo "stdout is not '$1':"; od -c "$tmp/out" | head -5; return 1; }
-}
-# one_error PATTERN: stderr is a single line "run: ..." matching PATTERN.
-one_error() {
-    [ "$(wc -l <"$tmp/err")" -eq 1 ] && head -n 1 "$tmp/err" | grep -q "^run: .*$1" ||
-        { echo "stderr is not one line matching '$1':"; cat "$tmp/err"; return 1; }
 }
 
 # ---- tok ----
