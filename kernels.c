@@ -546,7 +546,7 @@ static void to_q8_task(void *arg, int thread, int n_threads) {
 
 Matrix matrix_to_f32(ThreadPool *pool, const Matrix *src) {
     Matrix m = {WEIGHT_F32, src->rows, src->cols, NULL, NULL, NULL};
-    m.owned = xcalloc((size_t)src->rows * (size_t)src->cols, sizeof(float));
+    m.owned = xmalloc_huge((size_t)src->rows * (size_t)src->cols * sizeof(float));
     m.data = m.owned;
     ConvertJob job = {src, &m};
     pool_run(pool, to_f32_task, &job);
@@ -557,7 +557,7 @@ Matrix matrix_to_q8(ThreadPool *pool, const Matrix *src) {
     Matrix m = {WEIGHT_Q8, src->rows, src->cols, NULL, NULL, NULL};
     size_t n = (size_t)src->rows * (size_t)src->cols;
     /* One allocation: the scales first (aligned), then the int8 weights. */
-    m.owned = xmalloc(n / Q8_BLOCK * sizeof(float) + n);
+    m.owned = xmalloc_huge(n / Q8_BLOCK * sizeof(float) + n);
     m.scales = m.owned;
     m.data = (int8_t *)m.owned + n / Q8_BLOCK * sizeof(float);
     ConvertJob job = {src, &m};

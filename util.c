@@ -89,6 +89,16 @@ void *xrealloc(void *p, size_t n, size_t size) {
     return q;
 }
 
+void *xmalloc_huge(size_t size) {
+    size_t huge = (size_t)2 << 20;
+    void *p;
+    if (posix_memalign(&p, huge, size ? size : 1) != 0) die("out of memory (asked for %zu bytes)", size);
+#ifdef MADV_HUGEPAGE
+    madvise(p, (size + huge - 1) / huge * huge, MADV_HUGEPAGE);  /* a hint: failure is harmless */
+#endif
+    return p;
+}
+
 char *xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
     return memcpy(xmalloc(n), s, n);

@@ -31,6 +31,11 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n, size_t size);
 char *xstrdup(const char *s);
 
+/* xmalloc for big buffers of weights: aligned to 2 MiB and backed by huge
+ * pages where the system allows, so that streaming through them misses the
+ * TLB less. Freed with free(). */
+void *xmalloc_huge(size_t size);
+
 /* a * b into *out, returning 0, or -1 when the product overflows size_t. */
 int mul_size(size_t a, size_t b, size_t *out);
 
