@@ -456,6 +456,11 @@ int json_parse_file(JsonDoc *doc, const char *path, Error *e) {
     const void *text;
     size_t len;
     if (map_file(path, &text, &len, e) != 0) return -1;
+    if (len > JSON_MAX_FILE_BYTES) {
+        unmap_file(text, len);
+        return fail(e, "%s: %zu bytes, too large for a JSON file run reads (at most %zu MiB)", path, len,
+                    JSON_MAX_FILE_BYTES >> 20);
+    }
     Error why;
     int rc = json_parse(doc, text ? text : "", len, &why);
     unmap_file(text, len);

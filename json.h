@@ -16,6 +16,12 @@
  * overflow the stack). */
 #define JSON_MAX_DEPTH 256
 
+/* The largest file json_parse_file reads. A parsed document can take about
+ * 20 times the bytes of its text (a value is 40 bytes, "0," is 2), so this
+ * bounds what a hostile file can make us allocate; the biggest real
+ * tokenizer.json files are a few tens of MB. */
+#define JSON_MAX_FILE_BYTES ((size_t)128 << 20)
+
 typedef enum { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonType;
 
 typedef struct JsonValue JsonValue;
@@ -54,7 +60,8 @@ typedef struct {
 int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e);
 void json_free(JsonDoc *doc);
 
-/* Parses the file at path; errors name the file: "path: line 3, column 17: ...". */
+/* Parses the file at path (at most JSON_MAX_FILE_BYTES); errors name the
+ * file: "path: line 3, column 17: ...". */
 int json_parse_file(JsonDoc *doc, const char *path, Error *e);
 
 /* The member named key of an object, or NULL when v is not an object or has

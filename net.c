@@ -118,11 +118,10 @@ int config_parse(Config *c, const char *text, size_t len, const char *label, Err
 
 int config_load(Config *c, const char *path, Error *e) {
     memset(c, 0, sizeof *c);
-    char *text;
-    size_t len;
-    if (read_file(path, &text, &len, e) != 0) return -1;
-    int rc = config_parse(c, text, len, path, e);
-    free(text);
+    JsonDoc doc;
+    if (json_parse_file(&doc, path, e) != 0) return -1;
+    int rc = config_check(path, &doc.root, c, e);
+    json_free(&doc);
     return rc;
 }
 

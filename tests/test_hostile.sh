@@ -68,6 +68,17 @@ works fwd "$no_tokenizer" --tokens 1,2,3
 expect 1 "tokenizer.json: No such file or directory" gen "$no_tokenizer" hi -n 2
 rm -r "$no_tokenizer"
 
+# JSON files too large to parse safely (sparse files, which take no disk).
+for f in config.json tokenizer.json; do
+    big=$(mktemp -d)
+    ln -s "$PWD/$base/config.json" "$PWD/$base/model.safetensors" "$PWD/$base/tokenizer.json" "$big/"
+    rm "$big/$f"
+    truncate -s 200M "$big/$f"
+    expect 1 "$f: 209715200 bytes, too large for a JSON file run reads (at most 128 MiB)" info "$big"
+    expect 1 "$f: 209715200 bytes, too large for a JSON file run reads (at most 128 MiB)" gen "$big" hi -n 2
+    rm -r "$big"
+done
+
 # Well-formed weights that hold NaN: gen must not sample from NaN logits.
 works info "$corpus/nan-weights"
 expect 1 "the model computed a NaN logit" gen "$corpus/nan-weights" hi -n 2
