@@ -41,11 +41,11 @@ static int is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(ar
 
 /* The flags every command that runs the model shares. */
 static const char *model_flags_help =
-    "  -c N            context length: positions the KV cache holds\n"
-    "                  (default: min(max_position_embeddings, 4096))\n"
-    "  -t N            threads (default: one per CPU)\n"
-    "  --dtype T       weights as bf16/f16 (as stored), f32 or q8 (int8, blocks of 32)\n"
-    "                  (default: as stored in the checkpoint)\n";
+    "  -c N                 context length: positions the KV cache holds\n"
+    "                       (default: min(max_position_embeddings, 4096))\n"
+    "  -t N                 threads (default: one per CPU)\n"
+    "  --dtype T            the weights as stored (bf16 or f16: the default),\n"
+    "                       converted to f32, or quantized to q8 (int8, blocks of 32)\n";
 
 /* Consumes argv[*i] (and its value) if it is one of the model flags. */
 static int parse_model_flag(int argc, char **argv, int *i, ModelOptions *opt) {
@@ -220,11 +220,12 @@ static int cmd_fwd(int argc, char **argv) {
                    "The first form feeds one token at position POS (earlier positions of the\n"
                    "KV cache are empty); the second feeds the tokens at positions 0..n-1.\n\n"
                    "flags:\n"
-                   "  --tokens IDS    comma-separated token ids\n"
-                   "  --logits FILE   write the logits of every position as raw little-endian\n"
-                   "                  float32, n_tokens x vocab_size\n"
-                   "  -v, -vv         trace each layer: first values and L2 norms of q, k, v and\n"
-                   "                  of the residual stream (of the last token); -vv shows more\n%s",
+                   "  --tokens IDS         comma-separated token ids\n"
+                   "  --logits FILE        write the logits of every position as raw little-endian\n"
+                   "                       float32, n_tokens x vocab_size\n"
+                   "  -v, -vv              trace each layer: first values and L2 norms of q, k, v\n"
+                   "                       and of the residual stream (of the last token);\n"
+                   "                       -vv shows more\n%s",
                    model_flags_help);
             return 0;
         }
@@ -309,11 +310,11 @@ static int cmd_bench(int argc, char **argv) {
                    "and prints the median speed of the repeats as its last two lines:\n"
                    "  ppP: X tok/s   and   tgN: Y tok/s\n\n"
                    "flags:\n"
-                   "  -p N            prompt tokens to prefill (default 128)\n"
-                   "  -n N            tokens to decode (default 64)\n"
-                   "  -r N            repeats (default 3)\n"
-                   "  --depth D       tokens already in the KV cache before each test (default 0),\n"
-                   "                  to measure speed at long context\n%s",
+                   "  -p N                 prompt tokens to prefill (default 128)\n"
+                   "  -n N                 tokens to decode (default 64)\n"
+                   "  -r N                 repeats (default 3)\n"
+                   "  --depth D            tokens already in the KV cache before each test\n"
+                   "                       (default 0), to measure speed at long context\n%s",
                    model_flags_help);
             return 0;
         }
@@ -507,18 +508,22 @@ typedef struct {
 static const GenerationFlags no_generation_flags = {NAN, NAN, NAN, NAN, -2, -2, -2};
 
 static const char *generation_flags_help =
-    "  -n N                 new tokens at most; -1: until an eos token or the context\n"
-    "                       is full (default: %s)\n"
-    "  --temp T             temperature; 0 = greedy (default: generation_config.json's,\n"
-    "                       or greedy when the checkpoint has none, as transformers does)\n"
-    "  --top-k K            keep the K most likely tokens; 0 = off (default: generation_config.json's, else 50)\n"
+    "  -n N                 new tokens at most; -1: until an end token or a full\n"
+    "                       context (default: %s)\n"
+    "  --temp T             temperature; 0 = greedy\n"
+    "                       (default: generation_config.json's; without one, greedy,\n"
+    "                       as in transformers)\n"
+    "  --top-k K            keep the K most likely tokens; 0 = off\n"
+    "                       (default: generation_config.json's, else 50)\n"
     "  --top-p P            keep the most likely tokens up to probability P; 1 = off\n"
     "                       (default: generation_config.json's, else 1)\n"
-    "  --min-p P            drop tokens less likely than P x the most likely; 0 = off (default 0)\n"
-    "  --repeat-penalty R   divide positive logits of tokens already in the context by R,\n"
-    "                       multiply negative ones; 1 = off (default: generation_config.json's, else 1)\n"
-    "  --seed S             seed of the sampler's random numbers (default: from the clock,\n"
-    "                       printed with the statistics so a run can be repeated)\n";
+    "  --min-p P            drop tokens less likely than P x the most likely; 0 = off\n"
+    "                       (default: generation_config.json's, else 0)\n"
+    "  --repeat-penalty R   divide the positive logits of tokens already in the\n"
+    "                       context by R, multiply the negative ones; 1 = off\n"
+    "                       (default: generation_config.json's, else 1)\n"
+    "  --seed S             seed of the sampler's random numbers (default: from the\n"
+    "                       clock, printed with the statistics to repeat a run)\n";
 
 static double parse_double(const char *flag, const char *value) {
     char *end;
@@ -835,8 +840,8 @@ static int cmd_chat(int argc, char **argv) {
                    "When standard input is not a terminal, only the replies are printed, each\n"
                    "followed by a newline. NO_COLOR turns colours off.\n\n"
                    "flags:\n"
-                   "  --system TEXT        the system message (default: \"%s\")\n",
-                   default_system);
+                   "  --system TEXT        the system message (default: \"You are Qwen, created by\n"
+                   "                       Alibaba Cloud. You are a helpful assistant.\")\n");
             printf(generation_flags_help, "-1");
             printf("%s", model_flags_help);
             return 0;
