@@ -137,12 +137,17 @@ static void swiglu_range(float *gate, const float *up, size_t from, size_t to) {
     for (size_t i = from; i < to; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
-void attend_head(const float *q, const float *keys, const float *values, int n, int hd, float *scores, float *out) {
+void attend_heads(const float *q, int group, const float *keys, const float *values, int n, int hd, float *scores,
+                  float *out) {
     float scale = sqrtf((float)hd);
-    for (int t = 0; t < n; t++) scores[t] = dot(q, keys + (size_t)t * hd, hd) / scale;
-    softmax(scores, n);
-    memset(out, 0, (size_t)hd * sizeof(float));
-    for (int t = 0; t < n; t++) axpy(scores[t], values + (size_t)t * hd, out, hd);
+    for (int g = 0; g < group; g++) {
+        const float *qg = q + (size_t)g * hd;
+        float *sg = scores + (size_t)g * n, *og = out + (size_t)g * hd;
+        for (int t = 0; t < n; t++) sg[t] = dot(qg, keys + (size_t)t * hd, hd) / scale;
+        softmax(sg, n);
+        memset(og, 0, (size_t)hd * sizeof(float));
+        for (int t = 0; t < n; t++) axpy(sg[t], values + (size_t)t * hd, og, hd);
+    }
 }
 
 #else
@@ -447,22 +452,44 @@ static void weighted_sum64(const float *p, const float *values, int n, int hd, i
     for (int i = 0; i < vecs; i++) _mm256_storeu_ps(out + col + 8 * i, acc[i]);
 }
 
-void attend_head(const float *q, const float *keys, const float *values, int n, int hd, float *scores, float *out) {
+/* Keys and values are read this many at a time, once for all the query heads
+ * that share them (a block of 64 keys of 64 floats is 16 KB: it stays in L1). */
+enum { ATTENTION_BLOCK = 64 };
+
+void attend_heads(const float *q, int group, const float *keys, const float *values, int n, int hd, float *scores,
+                  float *out) {
     float scale = sqrtf((float)hd);
-    int t = 0;
-    for (; t + 4 <= n; t += 4) {
-        const float *k = keys + (size_t)t * hd;
-        dot4(q, k, k + hd, k + 2 * hd, k + 3 * hd, hd, scores + t);
-        for (int i = 0; i < 4; i++) scores[t + i] /= scale;
+    for (int t0 = 0; t0 < n; t0 += ATTENTION_BLOCK) {
+        int t1 = n - t0 < ATTENTION_BLOCK ? n : t0 + ATTENTION_BLOCK;
+        for (int g = 0; g < group; g++) {
+            const float *qg = q + (size_t)g * hd;
+            float *sg = scores + (size_t)g * n;
+            int t = t0;
+            for (; t + 4 <= t1; t += 4) {
+                const float *k = keys + (size_t)t * hd;
+                dot4(qg, k, k + hd, k + 2 * hd, k + 3 * hd, hd, sg + t);
+                for (int i = 0; i < 4; i++) sg[t + i] /= scale;
+            }
+            for (; t < t1; t++) sg[t] = dot(qg, keys + (size_t)t * hd, hd) / scale;
+        }
     }
-    for (; t < n; t++) scores[t] = dot(q, keys + (size_t)t * hd, hd) / scale;
-    softmax(scores, n);
-    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int g = 0; g < group; g++) softmax(scores + (size_t)g * n, n);
+    /* Each output column sums over t in order, block after block, exactly as
+     * one pass would. */
+    memset(out, 0, (size_t)group * hd * sizeof(float));
     int vector_cols = hd & ~7;
-    for (int col = 0; col < vector_cols; col += 64)
-        weighted_sum64(scores, values, n, hd, col, vector_cols - col < 64 ? vector_cols - col : 64, out);
-    for (int col = vector_cols; col < hd; col++)
-        for (t = 0; t < n; t++) out[col] = fmaf(scores[t], values[(size_t)t * hd + col], out[col]);
+    for (int t0 = 0; t0 < n; t0 += ATTENTION_BLOCK) {
+        int len = n - t0 < ATTENTION_BLOCK ? n - t0 : ATTENTION_BLOCK;
+        const float *v = values + (size_t)t0 * hd;
+        for (int g = 0; g < group; g++) {
+            const float *p = scores + (size_t)g * n + t0;
+            float *og = out + (size_t)g * hd;
+            for (int col = 0; col < vector_cols; col += 64)
+                weighted_sum64(p, v, len, hd, col, vector_cols - col < 64 ? vector_cols - col : 64, og);
+            for (int col = vector_cols; col < hd; col++)  /* columns past the last group of 8 */
+                for (int t = 0; t < len; t++) og[col] = fmaf(p[t], v[(size_t)t * hd + col], og[col]);
+        }
+    }
 }
 
 /* gate = silu(gate) * up = gate / (1 + e^-gate) * up, 8 at a time (the

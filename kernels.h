@@ -51,10 +51,13 @@ Matrix matrix_to_f32(ThreadPool *pool, const Matrix *src);
 Matrix matrix_to_q8(ThreadPool *pool, const Matrix *src);
 void matrix_free(Matrix *m);
 
-/* One attention head for one query: out[hd] = softmax(q . k_t / sqrt(hd))
- * weighted sum of v_t, over the n keys and values ([n][hd] each); scores
- * is scratch space for n floats. */
-void attend_head(const float *q, const float *keys, const float *values, int n, int hd, float *scores, float *out);
+/* Attention for one query position, for the `group` query heads that share
+ * one key/value head: out[g] = the weighted sum of v_t with weights
+ * softmax over t of q[g] . k_t / sqrt(hd), over the n keys and values
+ * ([n][hd] each). q and out hold the heads one after another ([group][hd]);
+ * scores is scratch space for group * n floats. */
+void attend_heads(const float *q, int group, const float *keys, const float *values, int n, int hd, float *scores,
+                  float *out);
 
 /* The SwiGLU activation, elementwise over n values: gate = silu(gate) * up,
  * where silu(g) = g / (1 + e^-g). */

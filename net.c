@@ -278,7 +278,7 @@ static void alloc_state(Model *m) {
     s->inv_freq = xcalloc((size_t)c->head_dim / 2, sizeof(float));
     s->rope_cos = xcalloc(T * c->head_dim / 2, sizeof(float));
     s->rope_sin = xcalloc(T * c->head_dim / 2, sizeof(float));
-    s->scores = xcalloc((size_t)pool_size(m->pool) * m->seq_len, sizeof(float));
+    s->scores = xcalloc((size_t)pool_size(m->pool) * (c->n_heads / c->n_kv_heads) * m->seq_len, sizeof(float));
     s->key_cache = xcalloc(cache, sizeof(float));
     s->value_cache = xcalloc(cache, sizeof(float));
     s->logits_rows = 1;
@@ -356,10 +356,11 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     const Config *c = &m->config;
 
     m->seq_len = opt->context ? opt->context : (c->max_pos < 4096 ? c->max_pos : 4096);
-    /* What grows with the context: the KV cache, and each thread's row of
-     * attention scores. */
+    /* What grows with the context: the KV cache, and each thread's rows of
+     * attention scores (one per query head of a key/value head). */
     int threads = opt->threads > 0 ? opt->threads : cpu_count();
-    size_t kv = kv_bytes(c, m->seq_len), scores = (size_t)threads * (size_t)m->seq_len * sizeof(float);
+    size_t kv = kv_bytes(c, m->seq_len),
+           scores = (size_t)threads * (size_t)(c->n_heads / c->n_kv_heads) * (size_t)m->seq_len * sizeof(float);
     if (m->seq_len < 1 || m->seq_len > c->max_pos)
         rc = fail(e, "context %d is outside [1, %d] (max_position_embeddings)", m->seq_len, c->max_pos);
     else if (kv == 0 || kv + scores > physical_memory() / 2)
@@ -463,16 +464,16 @@ static float *cache_row(const Model *m, float *cache, int layer, int kv_head, in
     return cache + (((size_t)layer * c->n_kv_heads + kv_head) * m->seq_len + position) * c->head_dim;
 }
 
-/* One query head of one token attends over positions 0..position: softmax of
- * the scaled dot products with the cached keys, weighting the cached values. */
-static void attend(const Model *m, int layer, int token, int head, int position, float *scores) {
+/* The query heads of one token that share key/value head kv_head attend
+ * over positions 0..position: softmax of the scaled dot products with the
+ * cached keys, weighting the cached values. */
+static void attend(const Model *m, int layer, int token, int kv_head, int position, float *scores) {
     const Config *c = &m->config;
     const RunState *s = &m->state;
-    int hd = c->head_dim, kv_head = head / (c->n_heads / c->n_kv_heads);
-    const float *q = s->q + ((size_t)token * c->n_heads + head) * hd;
-    const float *keys = cache_row(m, s->key_cache, layer, kv_head, 0);
-    const float *values = cache_row(m, s->value_cache, layer, kv_head, 0);
-    attend_head(q, keys, values, position + 1, hd, scores, s->att + ((size_t)token * c->n_heads + head) * hd);
+    int hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
+    size_t first = ((size_t)token * c->n_heads + (size_t)kv_head * group) * hd;
+    attend_heads(s->q + first, group, cache_row(m, s->key_cache, layer, kv_head, 0),
+                 cache_row(m, s->value_cache, layer, kv_head, 0), position + 1, hd, scores, s->att + first);
 }
 
 typedef struct {
@@ -480,15 +481,15 @@ typedef struct {
     int layer, n, pos;
 } AttentionJob;
 
-/* The (token, head) pairs of the block, split between the threads. */
+/* The (token, key/value head) pairs of the block, split between the threads. */
 static void attention_task(void *arg, int thread, int n_threads) {
     const AttentionJob *job = arg;
     const Model *m = job->m;
-    int heads = m->config.n_heads;
-    long items = (long)job->n * heads;
-    float *scores = m->state.scores + (size_t)thread * m->seq_len;
+    int kv_heads = m->config.n_kv_heads;
+    long items = (long)job->n * kv_heads;
+    float *scores = m->state.scores + (size_t)thread * m->config.n_heads / kv_heads * m->seq_len;
     for (long i = items * thread / n_threads; i < items * (thread + 1) / n_threads; i++)
-        attend(m, job->layer, (int)(i / heads), (int)(i % heads), job->pos + (int)(i / heads), scores);
+        attend(m, job->layer, (int)(i / kv_heads), (int)(i % kv_heads), job->pos + (int)(i / kv_heads), scores);
 }
 
 /* "name [v0, v1, v2, v3] |v|=norm" for the -v trace. */

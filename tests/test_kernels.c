@@ -145,30 +145,38 @@ static void test_conversions(void) {
 }
 
 static void test_attention(void) {
-    int hd_cases[] = {64, 16, 20, 128};
+    int hd_cases[] = {64, 16, 20, 128}, groups[] = {1, 7, 2, 3};
     for (int c = 0; c < 4; c++) {
-        int hd = hd_cases[c], n = 37;
-        float *q = xmalloc(hd * sizeof(float)), *keys = xmalloc((size_t)n * hd * sizeof(float));
-        float *values = xmalloc((size_t)n * hd * sizeof(float)), *scores = xmalloc(n * sizeof(float));
-        float *out = xmalloc(hd * sizeof(float));
-        for (int i = 0; i < hd; i++) q[i] = 3 * uniform();
+        int hd = hd_cases[c], group = groups[c], n = c == 0 ? 150 : 37;  /* 150 keys: several blocks */
+        float *q = xmalloc((size_t)group * hd * sizeof(float)), *keys = xmalloc((size_t)n * hd * sizeof(float));
+        float *values = xmalloc((size_t)n * hd * sizeof(float)), *scores = xmalloc((size_t)group * n * sizeof(float));
+        float *out = xmalloc((size_t)group * hd * sizeof(float)), *alone = xmalloc((size_t)hd * sizeof(float));
+        for (int i = 0; i < group * hd; i++) q[i] = 3 * uniform();
         for (int i = 0; i < n * hd; i++) keys[i] = uniform(), values[i] = uniform();
-        attend_head(q, keys, values, n, hd, scores, out);
-        double w[64], max = -INFINITY, sum = 0, err = 0;
-        for (int t = 0; t < n; t++) {
-            w[t] = 0;
-            for (int i = 0; i < hd; i++) w[t] += (double)q[i] * keys[t * hd + i];
-            w[t] /= sqrt(hd);
-            max = fmax(max, w[t]);
+        attend_heads(q, group, keys, values, n, hd, scores, out);
+        double err = 0;
+        bool same = true;
+        for (int g = 0; g < group; g++) {
+            double w[150], max = -INFINITY, sum = 0;
+            for (int t = 0; t < n; t++) {
+                w[t] = 0;
+                for (int i = 0; i < hd; i++) w[t] += (double)q[g * hd + i] * keys[t * hd + i];
+                w[t] /= sqrt(hd);
+                max = fmax(max, w[t]);
+            }
+            for (int t = 0; t < n; t++) sum += w[t] = exp(w[t] - max);
+            for (int i = 0; i < hd; i++) {
+                double ref = 0;
+                for (int t = 0; t < n; t++) ref += w[t] / sum * values[t * hd + i];
+                err = fmax(err, fabs(out[g * hd + i] - ref));
+            }
+            /* A head computed alone gives the same bits as in its group. */
+            attend_heads(q + g * hd, 1, keys, values, n, hd, scores, alone);
+            same &= memcmp(alone, out + g * hd, (size_t)hd * sizeof(float)) == 0;
         }
-        for (int t = 0; t < n; t++) sum += w[t] = exp(w[t] - max);
-        for (int i = 0; i < hd; i++) {
-            double ref = 0;
-            for (int t = 0; t < n; t++) ref += w[t] / sum * values[t * hd + i];
-            err = fmax(err, fabs(out[i] - ref));
-        }
-        CHECK(err < 1e-6, "attention, head_dim %d: softmax(q k / sqrt(d)) v (err %.1e)", hd, err);
-        free(q), free(keys), free(values), free(scores), free(out);
+        CHECK(err < 1e-6, "attention, %d heads of %d: softmax(q k / sqrt(d)) v (err %.1e)", group, hd, err);
+        CHECK(same, "attention, %d heads of %d: each head as if alone", group, hd);
+        free(q), free(keys), free(values), free(scores), free(out), free(alone);
     }
 }
 
