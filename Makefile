@@ -85,7 +85,7 @@ fuzz:
 
 fuzz-targets: $(FUZZ_BIN) $(TEST_DATA)
 
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJ) $(wildcard *.h) | $(BUILD)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJ) $(wildcard *.h) $(wildcard tests/fuzz/*.h) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
 clean:

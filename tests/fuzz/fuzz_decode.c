@@ -14,19 +14,7 @@
 
 #include "../../tokenizer.h"
 #include "../../unicode.h"
-
-static Tokenizer *tokenizer;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    Error e;
-    tokenizer = tokenizer_load("tests/data/qwen2.5-tokenizer.json", &e);
-    if (!tokenizer) {
-        fprintf(stderr, "%s (run from the repository root, after make fuzz)\n", e.msg);
-        exit(1);
-    }
-    return 0;
-}
+#include "qwen_tokenizer.h"
 
 static bool is_valid_utf8(const char *s, size_t n) {
     char *fixed;

@@ -11,19 +11,7 @@
 
 #include "../../tokenizer.h"
 #include "../../unicode.h"
-
-static Tokenizer *tokenizer;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    Error e;
-    tokenizer = tokenizer_load("tests/data/qwen2.5-tokenizer.json", &e);
-    if (!tokenizer) {
-        fprintf(stderr, "%s (run from the repository root, after make fuzz)\n", e.msg);
-        exit(1);
-    }
-    return 0;
-}
+#include "qwen_tokenizer.h"
 
 /* What plain encoding reads in text[0..len): valid UTF-8, in NFC. */
 static char *expected_text(const char *text, size_t len, size_t *out_len) {
