@@ -79,12 +79,12 @@ static float row_dot_scalar(const Matrix *W, int r, const float *x) {
     return sum_lanes(lane);
 }
 
-void matmul_scalar(const Matrix *W, const float *X, int n_tokens, float *Y) {
+void matmul_plain(float *Y, const float *X, const Matrix *W, int n_tokens) {
     for (int t = 0; t < n_tokens; t++)
         for (int r = 0; r < W->rows; r++) Y[(size_t)t * W->rows + r] = row_dot_scalar(W, r, X + (size_t)t * W->cols);
 }
 
-void matrix_row(const Matrix *W, int r, float *out) {
+void matrix_row(float *out, const Matrix *W, int r) {
     for (int k = 0; k < W->cols; k++) out[k] = weight_at(W, r, k);
 }
 
@@ -137,7 +137,7 @@ static void swiglu_range(float *gate, const float *up, size_t from, size_t to) {
     for (size_t i = from; i < to; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
-void attend_heads(const float *q, int group, const float *keys, const float *values, int n, int hd, float *scores,
+static void attend_heads(const float *q, int group, const float *keys, const float *values, int n, int hd, float *scores,
                   float *out) {
     float scale = sqrtf((float)hd);
     for (int g = 0; g < group; g++) {
@@ -456,7 +456,7 @@ static void weighted_sum64(const float *p, const float *values, int n, int hd, i
  * that share them (a block of 64 keys of 64 floats is 16 KB: it stays in L1). */
 enum { ATTENTION_BLOCK = 64 };
 
-void attend_heads(const float *q, int group, const float *keys, const float *values, int n, int hd, float *scores,
+static void attend_heads(const float *q, int group, const float *keys, const float *values, int n, int hd, float *scores,
                   float *out) {
     float scale = sqrtf((float)hd);
     for (int t0 = 0; t0 < n; t0 += ATTENTION_BLOCK) {
@@ -524,12 +524,23 @@ static void swiglu_task(void *arg, int thread, int n_threads) {
     swiglu_range(job->gate, job->up, from, to < job->n ? to : job->n);
 }
 
-void swiglu(ThreadPool *pool, float *gate, const float *up, size_t n) {
+void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool) {
     SwigluJob job = {gate, up, n};
     pool_run(pool, swiglu_task, &job);
 }
 
-void matmul(ThreadPool *pool, const Matrix *W, const float *X, int n_tokens, float *Y) {
+size_t attend_scratch_floats(int group, int n_q, int n_keys) {
+    (void)n_q;
+    return (size_t)group * (size_t)n_keys;
+}
+
+void attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values, int group,
+            int hd, float *scratch) {
+    for (int i = 0; i < n_q; i++)
+        attend_heads(q + (size_t)i * ld, group, keys, values, pos + i + 1, hd, scratch, out + (size_t)i * ld);
+}
+
+void matmul(float *Y, const float *X, const Matrix *W, int n_tokens, ThreadPool *pool) {
     MatmulJob job = {W, X, n_tokens, Y};
     pool_run(pool, matmul_task, &job);
 }
@@ -546,7 +557,7 @@ static void to_f32_task(void *arg, int thread, int n_threads) {
     int r0, r1;
     row_range(job->src->rows, thread, n_threads, &r0, &r1);
     float *out = job->dst->owned;
-    for (int r = r0; r < r1; r++) matrix_row(job->src, r, out + (size_t)r * job->src->cols);
+    for (int r = r0; r < r1; r++) matrix_row(out + (size_t)r * job->src->cols, job->src, r);
 }
 
 /* Each block of Q8_BLOCK weights gets scale = max|w| / 127 and q = round(w / scale). */
@@ -571,7 +582,7 @@ static void to_q8_task(void *arg, int thread, int n_threads) {
         }
 }
 
-Matrix matrix_to_f32(ThreadPool *pool, const Matrix *src) {
+Matrix matrix_to_f32(const Matrix *src, ThreadPool *pool) {
     Matrix m = {WEIGHT_F32, src->rows, src->cols, NULL, NULL, NULL};
     m.owned = xmalloc_huge((size_t)src->rows * (size_t)src->cols * sizeof(float));
     m.data = m.owned;
@@ -580,7 +591,7 @@ Matrix matrix_to_f32(ThreadPool *pool, const Matrix *src) {
     return m;
 }
 
-Matrix matrix_to_q8(ThreadPool *pool, const Matrix *src) {
+Matrix matrix_to_q8(const Matrix *src, ThreadPool *pool) {
     Matrix m = {WEIGHT_Q8, src->rows, src->cols, NULL, NULL, NULL};
     size_t n = (size_t)src->rows * (size_t)src->cols;
     /* One allocation: the scales first (aligned), then the int8 weights. */

@@ -34,34 +34,41 @@ const char *weight_type_name(WeightType t);
 /* Bytes of memory the matrix's weights occupy. */
 size_t matrix_bytes(const Matrix *m);
 
-/* Y[t][r] = sum over k of W[r][k] * X[t][k], for t < n_tokens and r < W->rows.
- * X is [n_tokens][W->cols], Y is [n_tokens][W->rows]. */
-void matmul(ThreadPool *pool, const Matrix *W, const float *X, int n_tokens, float *Y);
+/* out[t][r] = sum over k of w[r][k] * x[t][k], for t < n_tokens and r < w->rows.
+ * x is [n_tokens][w->cols], out is [n_tokens][w->rows]. */
+void matmul(float *out, const float *x, const Matrix *w, int n_tokens, ThreadPool *pool);
 
 /* The same product computed plainly, one scalar at a time: the definition
- * that the SIMD kernels follow, and the fallback when AVX2 is missing. */
-void matmul_scalar(const Matrix *W, const float *X, int n_tokens, float *Y);
+ * that the SIMD kernels follow. */
+void matmul_plain(float *out, const float *x, const Matrix *w, int n_tokens);
 
-/* out[k] = W[r][k] widened to float: an embedding lookup. */
-void matrix_row(const Matrix *W, int r, float *out);
+/* out[k] = w[row][k] widened to float: an embedding lookup. */
+void matrix_row(float *out, const Matrix *w, int row);
 
 /* A copy of src converted to f32, or quantized to q8 (cols must be a
  * multiple of Q8_BLOCK); the copy owns its memory. */
-Matrix matrix_to_f32(ThreadPool *pool, const Matrix *src);
-Matrix matrix_to_q8(ThreadPool *pool, const Matrix *src);
+Matrix matrix_to_f32(const Matrix *src, ThreadPool *pool);
+Matrix matrix_to_q8(const Matrix *src, ThreadPool *pool);
 void matrix_free(Matrix *m);
 
-/* Attention for one query position, for the `group` query heads that share
- * one key/value head: out[g] = the weighted sum of v_t with weights
- * softmax over t of q[g] . k_t / sqrt(hd), over the n keys and values
- * ([n][hd] each). q and out hold the heads one after another ([group][hd]);
- * scores is scratch space for group * n floats. */
-void attend_heads(const float *q, int group, const float *keys, const float *values, int n, int hd, float *scores,
-                  float *out);
+/* Causal attention for a block of n_q consecutive query tokens at positions
+ * pos .. pos + n_q - 1, for the `group` query heads that share one key/value
+ * head. Query token i attends over the keys and values of positions
+ * 0 .. pos + i (keys and values are [pos + n_q][hd]):
+ *   out[i][g] = sum over t <= pos + i of softmax_t(q[i][g] . k_t / sqrt(hd)) v_t.
+ * Token i's heads are at q + i * ld and out + i * ld, head after head
+ * ([group][hd]). scratch holds attend_scratch_floats(group, n_q, pos + n_q)
+ * floats. */
+void attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values, int group,
+            int hd, float *scratch);
+size_t attend_scratch_floats(int group, int n_q, int n_keys);
+
+/* Query tokens per attend() call that the forward pass hands a thread. */
+enum { ATTEND_QUERY_BLOCK = 16 };
 
 /* The SwiGLU activation, elementwise over n values: gate = silu(gate) * up,
  * where silu(g) = g / (1 + e^-g). */
-void swiglu(ThreadPool *pool, float *gate, const float *up, size_t n);
+void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool);
 
 /* Conversions of single 16-bit floats. */
 float bf16_to_f32(uint16_t h);

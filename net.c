@@ -154,9 +154,9 @@ static int load_matrix(Model *m, const char *name, int rows, int cols, Matrix *o
     if (!t) return -1;
     Matrix view = {weight_type_of(t->dtype), rows, cols, t->data, NULL, NULL};
     if (m->dtype == view.type) *out = view;
-    else if (m->dtype == WEIGHT_Q8 && cols % Q8_BLOCK == 0) *out = matrix_to_q8(m->pool, &view);
+    else if (m->dtype == WEIGHT_Q8 && cols % Q8_BLOCK == 0) *out = matrix_to_q8(&view, m->pool);
     else if (m->dtype == WEIGHT_Q8) *out = view;  /* rows that don't split into blocks stay as stored */
-    else *out = matrix_to_f32(m->pool, &view);
+    else *out = matrix_to_f32(&view, m->pool);
     return 0;
 }
 
@@ -169,7 +169,7 @@ static int load_vector(Model *m, const char *name, int n, bool optional, float *
     if (!t) return -1;
     Matrix view = {weight_type_of(t->dtype), 1, n, t->data, NULL, NULL};
     *out = xmalloc((size_t)n * sizeof(float));
-    matrix_row(&view, 0, *out);
+    matrix_row(*out, &view, 0);
     return 0;
 }
 
@@ -278,7 +278,8 @@ static void alloc_state(Model *m) {
     s->inv_freq = xcalloc((size_t)c->head_dim / 2, sizeof(float));
     s->rope_cos = xcalloc(T * c->head_dim / 2, sizeof(float));
     s->rope_sin = xcalloc(T * c->head_dim / 2, sizeof(float));
-    s->scores = xcalloc((size_t)pool_size(m->pool) * (c->n_heads / c->n_kv_heads) * m->seq_len, sizeof(float));
+    s->scratch_floats = attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK, m->seq_len);
+    s->scores = xcalloc((size_t)pool_size(m->pool) * s->scratch_floats, sizeof(float));
     s->key_cache = xcalloc(cache, sizeof(float));
     s->value_cache = xcalloc(cache, sizeof(float));
     s->logits_rows = 1;
@@ -360,7 +361,7 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
      * attention scores (one per query head of a key/value head). */
     int threads = opt->threads > 0 ? opt->threads : cpu_count();
     size_t kv = kv_bytes(c, m->seq_len),
-           scores = (size_t)threads * (size_t)(c->n_heads / c->n_kv_heads) * (size_t)m->seq_len * sizeof(float);
+           scores = (size_t)threads * attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK, m->seq_len) * sizeof(float);
     if (m->seq_len < 1 || m->seq_len > c->max_pos)
         rc = fail(e, "context %d is outside [1, %d] (max_position_embeddings)", m->seq_len, c->max_pos);
     else if (kv == 0 || kv + scores > physical_memory() / 2)
@@ -464,32 +465,31 @@ static float *cache_row(const Model *m, float *cache, int layer, int kv_head, in
     return cache + (((size_t)layer * c->n_kv_heads + kv_head) * m->seq_len + position) * c->head_dim;
 }
 
-/* The query heads of one token that share key/value head kv_head attend
- * over positions 0..position: softmax of the scaled dot products with the
- * cached keys, weighting the cached values. */
-static void attend(const Model *m, int layer, int token, int kv_head, int position, float *scores) {
-    const Config *c = &m->config;
-    const RunState *s = &m->state;
-    int hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
-    size_t first = ((size_t)token * c->n_heads + (size_t)kv_head * group) * hd;
-    attend_heads(s->q + first, group, cache_row(m, s->key_cache, layer, kv_head, 0),
-                 cache_row(m, s->value_cache, layer, kv_head, 0), position + 1, hd, scores, s->att + first);
-}
-
 typedef struct {
     const Model *m;
     int layer, n, pos;
 } AttentionJob;
 
-/* The (token, key/value head) pairs of the block, split between the threads. */
+/* The work is cut into (key/value head, block of query tokens) items, split
+ * between the threads: each item is one attend() over the cached keys and
+ * values of that head. */
 static void attention_task(void *arg, int thread, int n_threads) {
     const AttentionJob *job = arg;
     const Model *m = job->m;
-    int kv_heads = m->config.n_kv_heads;
-    long items = (long)job->n * kv_heads;
-    float *scores = m->state.scores + (size_t)thread * m->config.n_heads / kv_heads * m->seq_len;
-    for (long i = items * thread / n_threads; i < items * (thread + 1) / n_threads; i++)
-        attend(m, job->layer, (int)(i / kv_heads), (int)(i % kv_heads), job->pos + (int)(i / kv_heads), scores);
+    const Config *c = &m->config;
+    const RunState *s = &m->state;
+    int hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
+    int blocks = (job->n + ATTEND_QUERY_BLOCK - 1) / ATTEND_QUERY_BLOCK;
+    long items = (long)blocks * c->n_kv_heads;
+    float *scratch = s->scores + (size_t)thread * s->scratch_floats;
+    for (long item = items * thread / n_threads; item < items * (thread + 1) / n_threads; item++) {
+        int h = (int)(item % c->n_kv_heads), first = (int)(item / c->n_kv_heads) * ATTEND_QUERY_BLOCK;
+        int n_q = job->n - first < ATTEND_QUERY_BLOCK ? job->n - first : ATTEND_QUERY_BLOCK;
+        size_t at = (size_t)first * c->n_heads * hd + (size_t)h * group * hd;
+        attend(s->att + at, s->q + at, (size_t)c->n_heads * hd, n_q, job->pos + first,
+               cache_row(m, s->key_cache, job->layer, h, 0), cache_row(m, s->value_cache, job->layer, h, 0), group, hd,
+               scratch);
+    }
 }
 
 /* "name [v0, v1, v2, v3] |v|=norm" for the -v trace. */
@@ -513,9 +513,9 @@ static void attention_block(Model *m, int l, int n, int pos) {
     /* Normalise, then project to queries, keys and values. */
     for (int i = 0; i < n; i++) rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, w->attn_norm, dim, c->norm_eps);
     if (m->trace_level > 1) trace(m, l, "attn_norm", s->xb + (size_t)last * dim, dim);
-    matmul(m->pool, &w->wq, s->xb, n, s->q);
-    matmul(m->pool, &w->wk, s->xb, n, s->k);
-    matmul(m->pool, &w->wv, s->xb, n, s->v);
+    matmul(s->q, s->xb, &w->wq, n, m->pool);
+    matmul(s->k, s->xb, &w->wk, n, m->pool);
+    matmul(s->v, s->xb, &w->wv, n, m->pool);
     for (int i = 0; i < n; i++) {
         float *q = s->q + (size_t)i * q_dim, *k = s->k + (size_t)i * kv_dim, *v = s->v + (size_t)i * kv_dim;
         if (w->bq) add(q, w->bq, q_dim);
@@ -540,7 +540,7 @@ static void attention_block(Model *m, int l, int n, int pos) {
     if (m->trace_level > 1) trace(m, l, "attn_out", s->att + (size_t)last * q_dim, q_dim);
 
     /* The heads' outputs are mixed back into the residual stream. */
-    matmul(m->pool, &w->wo, s->att, n, s->out);
+    matmul(s->out, s->att, &w->wo, n, m->pool);
     add(s->x, s->out, n * dim);
     trace(m, l, "x+attn", s->x + (size_t)last * dim, dim);
 }
@@ -554,11 +554,11 @@ static void mlp_block(Model *m, int l, int n) {
     /* Normalise, then the SwiGLU MLP: down(silu(gate(x)) * up(x)). */
     for (int i = 0; i < n; i++) rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, w->mlp_norm, dim, c->norm_eps);
     if (m->trace_level > 1) trace(m, l, "mlp_norm", s->xb + (size_t)last * dim, dim);
-    matmul(m->pool, &w->w_gate, s->xb, n, s->gate);
-    matmul(m->pool, &w->w_up, s->xb, n, s->up);
-    swiglu(m->pool, s->gate, s->up, (size_t)n * hidden);
+    matmul(s->gate, s->xb, &w->w_gate, n, m->pool);
+    matmul(s->up, s->xb, &w->w_up, n, m->pool);
+    swiglu(s->gate, s->up, (size_t)n * hidden, m->pool);
     if (m->trace_level > 1) trace(m, l, "mlp_hidden", s->gate + (size_t)last * hidden, hidden);
-    matmul(m->pool, &w->w_down, s->gate, n, s->out);
+    matmul(s->out, s->gate, &w->w_down, n, m->pool);
     add(s->x, s->out, n * dim);
     trace(m, l, "x+mlp", s->x + (size_t)last * dim, dim);
 }
@@ -570,7 +570,7 @@ float *forward(Model *m, const int *tokens, int n, int pos, bool all_logits) {
     wait_for_warm_up(m);
 
     /* Each token's embedding starts its residual stream. */
-    for (int i = 0; i < n; i++) matrix_row(&m->weights.embed, tokens[i], s->x + (size_t)i * dim);
+    for (int i = 0; i < n; i++) matrix_row(s->x + (size_t)i * dim, &m->weights.embed, tokens[i]);
     if (m->trace_level > 1) trace(m, -1, "embedding", s->x + (size_t)(n - 1) * dim, dim);
     rope_tables(m, n, pos);
 
@@ -590,7 +590,7 @@ float *forward(Model *m, const int *tokens, int n, int pos, bool all_logits) {
     for (int i = first; i < n; i++)
         rmsnorm(s->xb + (size_t)(i - first) * dim, s->x + (size_t)i * dim, m->weights.final_norm, dim, c->norm_eps);
     if (m->trace_level > 1) trace(m, -1, "final_norm", s->xb + (size_t)(rows - 1) * dim, dim);
-    matmul(m->pool, &m->weights.lm_head, s->xb, rows, s->logits);
+    matmul(s->logits, s->xb, &m->weights.lm_head, rows, m->pool);
     return s->logits;
 }
 

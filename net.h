@@ -73,7 +73,8 @@ typedef struct {
     float *gate, *up;          /* [max_tokens, hidden_dim] */
     float *inv_freq;           /* [head_dim / 2] RoPE frequency of each pair */
     float *rope_cos, *rope_sin;/* [max_tokens, head_dim / 2] at each token's position */
-    float *scores;             /* [n_threads, n_heads / n_kv_heads, seq_len] attention weights */
+    float *scores;             /* [n_threads, scratch_floats] attention's scratch space */
+    size_t scratch_floats;
     float *key_cache;          /* [n_layers, n_kv_heads, seq_len, head_dim] */
     float *value_cache;        /* same */
     float *logits;             /* [logits_rows, vocab_size] */

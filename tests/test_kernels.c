@@ -73,21 +73,21 @@ static void test_matmul(ThreadPool *pools[3]) {
             float *scalar = xmalloc((size_t)n * rows * sizeof(float)), *other = xmalloc((size_t)n * rows * sizeof(float));
             const char *name = weight_type_name(types[ti]);
 
-            matmul(pools[1], &W, X, n, block);
+            matmul(block, X, &W, n, pools[1]);
             CHECK(matmul_error(block, exact, X, rows, cols, n) < 1e-5, "%s %dx%d: matmul = W X (rel err %.1e)", name, rows,
                   cols, matmul_error(block, exact, X, rows, cols, n));
-            matmul_scalar(&W, X, n, scalar);
+            matmul_plain(scalar, X, &W, n);
             CHECK(matmul_error(scalar, exact, X, rows, cols, n) < 1e-5, "%s %dx%d: scalar matmul = W X", name, rows, cols);
-            for (int t = 0; t < n; t++) matmul(pools[1], &W, X + (size_t)t * cols, 1, single + (size_t)t * rows);
+            for (int t = 0; t < n; t++) matmul(single + (size_t)t * rows, X + (size_t)t * cols, &W, 1, pools[1]);
             CHECK(memcmp(block, single, (size_t)n * rows * sizeof(float)) == 0, "%s %dx%d: a block = one token at a time",
                   name, rows, cols);
             for (int p = 0; p < 3; p += 2) {
-                matmul(pools[p], &W, X, n, other);
+                matmul(other, X, &W, n, pools[p]);
                 CHECK(memcmp(block, other, (size_t)n * rows * sizeof(float)) == 0, "%s %dx%d: %d threads = 2 threads", name,
                       rows, cols, pool_size(pools[p]));
             }
-            Matrix f32 = matrix_to_f32(pools[1], &W);
-            matmul(pools[1], &f32, X, n, other);
+            Matrix f32 = matrix_to_f32(&W, pools[1]);
+            matmul(other, X, &f32, n, pools[1]);
             CHECK(memcmp(block, other, (size_t)n * rows * sizeof(float)) == 0, "%s %dx%d: converted to f32, the same bits",
                   name, rows, cols);
             matrix_free(&f32);
@@ -100,13 +100,13 @@ static void test_q8(ThreadPool *pool) {
     int rows = 30, cols = 96, n = 5;
     double *exact = xmalloc((size_t)rows * cols * sizeof(double));
     Matrix W = random_matrix(WEIGHT_F32, rows, cols, exact);
-    Matrix Q = matrix_to_q8(pool, &W);
+    Matrix Q = matrix_to_q8(&W, pool);
     /* Each weight is within half a step (scale / 2) of its block's grid, and
      * the scale is the block's largest magnitude / 127. */
     bool within = true, scales = true;
     float *row = xmalloc((size_t)cols * sizeof(float));
     for (int r = 0; r < rows; r++) {
-        matrix_row(&Q, r, row);
+        matrix_row(row, &Q, r);
         for (int b = 0; b < cols / Q8_BLOCK; b++) {
             double amax = 0, s = Q.scales[r * (cols / Q8_BLOCK) + b];
             for (int j = 0; j < Q8_BLOCK; j++) amax = fmax(amax, fabs(exact[r * cols + b * Q8_BLOCK + j]));
@@ -119,8 +119,8 @@ static void test_q8(ThreadPool *pool) {
     float *X = xmalloc((size_t)n * cols * sizeof(float)), *block = xmalloc((size_t)n * rows * sizeof(float));
     float *single = xmalloc((size_t)n * rows * sizeof(float));
     for (int i = 0; i < n * cols; i++) X[i] = uniform();
-    matmul(pool, &Q, X, n, block);
-    for (int t = 0; t < n; t++) matmul(pool, &Q, X + (size_t)t * cols, 1, single + (size_t)t * rows);
+    matmul(block, X, &Q, n, pool);
+    for (int t = 0; t < n; t++) matmul(single + (size_t)t * rows, X + (size_t)t * cols, &Q, 1, pool);
     CHECK(memcmp(block, single, (size_t)n * rows * sizeof(float)) == 0, "q8: a block = one token at a time");
     CHECK(matmul_error(block, exact, X, rows, cols, n) < 2e-2, "q8: matmul close to W X (rel err %.1e)",
           matmul_error(block, exact, X, rows, cols, n));
@@ -153,7 +153,7 @@ static void test_attention(void) {
         float *out = xmalloc((size_t)group * hd * sizeof(float)), *alone = xmalloc((size_t)hd * sizeof(float));
         for (int i = 0; i < group * hd; i++) q[i] = 3 * uniform();
         for (int i = 0; i < n * hd; i++) keys[i] = uniform(), values[i] = uniform();
-        attend_heads(q, group, keys, values, n, hd, scores, out);
+        attend(out, q, 0, 1, n - 1, keys, values, group, hd, scores);
         double err = 0;
         bool same = true;
         for (int g = 0; g < group; g++) {
@@ -171,7 +171,7 @@ static void test_attention(void) {
                 err = fmax(err, fabs(out[g * hd + i] - ref));
             }
             /* A head computed alone gives the same bits as in its group. */
-            attend_heads(q + g * hd, 1, keys, values, n, hd, scores, alone);
+            attend(alone, q + g * hd, 0, 1, n - 1, keys, values, 1, hd, scores);
             same &= memcmp(alone, out + g * hd, (size_t)hd * sizeof(float)) == 0;
         }
         CHECK(err < 1e-6, "attention, %d heads of %d: softmax(q k / sqrt(d)) v (err %.1e)", group, hd, err);
@@ -187,7 +187,7 @@ static void test_swiglu(ThreadPool *pool) {
         want[i] = (float)(gate[i] / (1 + exp(-(double)gate[i])) * up[i]);
     }
     gate[0] = -100, want[0] = 0;  /* e^100 overflows nothing */
-    swiglu(pool, gate, up, 101);
+    swiglu(gate, up, 101, pool);
     bool close = true;
     for (int i = 0; i < 101; i++) close &= fabs(gate[i] - want[i]) <= 1e-6 * (1 + fabs(want[i]));
     CHECK(close, "swiglu = g / (1 + e^-g) * u");
