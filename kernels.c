@@ -126,7 +126,7 @@ static void axpy(float a, const float *x, float *y, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-static void softmax(float *x, int n) {
+void softmax(float *x, int n) {
     float max = -INFINITY, sum = 0;
     for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
     for (int i = 0; i < n; i++) sum += x[i] = expf(x[i] - max);
@@ -405,7 +405,7 @@ static void map8(float *x, int n, __m256 (*f)(__m256, __m256), __m256 arg) {
 static __m256 exp_minus(__m256 x, __m256 max) { return exp8(_mm256_sub_ps(x, max)); }
 static __m256 divide(__m256 x, __m256 sum) { return _mm256_div_ps(x, sum); }
 
-static void softmax(float *x, int n) {
+void softmax(float *x, int n) {
     float max = -INFINITY, sum = 0;
     for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
     map8(x, n, exp_minus, _mm256_set1_ps(max));

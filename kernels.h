@@ -66,6 +66,9 @@ size_t attend_scratch_floats(int group, int n_q, int n_keys);
 /* Query tokens per attend() call that the forward pass hands a thread. */
 enum { ATTEND_QUERY_BLOCK = 16 };
 
+/* x = softmax(x) = e^x_i / sum_j e^x_j over n values, in place. */
+void softmax(float *x, int n);
+
 /* The SwiGLU activation, elementwise over n values: gate = silu(gate) * up,
  * where silu(g) = g / (1 + e^-g). */
 void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool);

@@ -1,8 +1,13 @@
-/* main.c - the command line: one cmd_* function per subcommand.
+/* main.c - the command line: argument parsing and printing, one cmd_*
+ * function per subcommand. The work itself is done by the modules.
  *
- * Exit status: 0 on success, 1 on a runtime error (a bad file, a prompt too
- * long for the context), 2 on a usage error (an unknown flag, a bad value). */
+ * Exit status, everywhere: 0 on success, 1 on a runtime error (a bad file, a
+ * prompt too long for the context), 2 on a usage error (an unknown flag, a
+ * bad value), 130 when gen is interrupted with Ctrl-C. */
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "chat.h"
+#include "config.h"
+#include "generate.h"
 #include "kernels.h"
 #include "net.h"
 #include "safetensors.h"
@@ -18,107 +25,228 @@
 #include "tokenizer.h"
 #include "util.h"
 
-/* ---- flag values ---- */
+#define RUN_VERSION "0.3.0"
 
-/* An integer flag value in [lo, hi], or a usage error naming the flag. */
-static long parse_long(const char *flag, const char *value, long lo, long hi) {
+/* ---- reading arguments ---- */
+
+/* The arguments of a subcommand, read one at a time. A flag's value may be
+ * the next argument or written into it (--threads=4); "--" ends the flags. */
+typedef struct {
+    const char *command;       /* the subcommand, for messages */
+    int argc;
+    char **argv;
+    int i;                     /* the argument being read */
+    const char *attached;      /* the value given as --flag=value, or NULL */
+    bool flags_done;           /* after "--", everything is an operand */
+} Args;
+
+/* A usage error of the subcommand, with the hint that says where help is. */
+static noreturn void usage_error(const Args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static noreturn void usage_error(const Args *a, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    die_usage("%s: %s (see 'run %s --help')", a->command, msg, a->command);
+}
+
+/* Whether the current argument is one of `names` ("-t|--threads"), alone or
+ * as name=value. */
+static bool is_flag(Args *a, const char *names) {
+    const char *arg = a->argv[a->i];
+    if (a->flags_done || arg[0] != '-') return false;
+    size_t len = strcspn(arg, "=");
+    for (const char *n = names; *n;) {
+        size_t n_len = strcspn(n, "|");
+        if (n_len == len && strncmp(n, arg, len) == 0) {
+            a->attached = arg[len] == '=' ? arg + len + 1 : NULL;
+            return true;
+        }
+        n += n_len + (n[n_len] == '|');
+    }
+    return false;
+}
+
+/* The value of the flag just matched: attached, or the next argument. */
+static const char *flag_value(Args *a) {
+    if (a->attached) return a->attached;
+    if (a->i + 1 >= a->argc) usage_error(a, "%s needs a value", a->argv[a->i]);
+    return a->argv[++a->i];
+}
+
+/* Refuses a value given to a flag that takes none (--pieces=yes). */
+static void no_value(const Args *a) {
+    if (a->attached) usage_error(a, "%.*s takes no value", (int)strcspn(a->argv[a->i], "="), a->argv[a->i]);
+}
+
+static long parse_long(const Args *a, const char *what, const char *value, long lo, long hi) {
     char *end;
+    errno = 0;
     long v = strtol(value, &end, 10);
-    if (*value == '\0' || *end != '\0' || v < lo || v > hi)
-        die_usage("%s: expected an integer in [%ld, %ld], got '%s'", flag, lo, hi, value);
+    if (*value == '\0' || *end != '\0' || errno || v < lo || v > hi)
+        usage_error(a, "%s: expected an integer in [%ld, %ld], got '%s'", what, lo, hi, value);
     return v;
 }
 
-/* The value after flag argv[*i], advancing *i; a usage error when missing. */
-static const char *flag_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) die_usage("%s needs a value", argv[*i]);
-    return argv[++*i];
+static double parse_double(const Args *a, const char *what, const char *value) {
+    char *end;
+    double v = strtod(value, &end);
+    if (*value == '\0' || *end != '\0' || !isfinite(v)) usage_error(a, "%s: expected a number, got '%s'", what, value);
+    return v;
 }
 
-static int is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+/* An operand (not a flag): "-" alone is one (standard input). */
+static bool is_operand(const Args *a) {
+    const char *arg = a->argv[a->i];
+    return a->flags_done || arg[0] != '-' || arg[1] == '\0';
+}
 
-/* ---- loading a model ---- */
+/* Handles "--" and refuses an unknown flag; returns whether the argument is
+ * an operand for the caller. */
+static bool operand_or_end(Args *a) {
+    if (!a->flags_done && strcmp(a->argv[a->i], "--") == 0) {
+        a->flags_done = true;
+        return false;
+    }
+    if (!is_operand(a)) usage_error(a, "unknown flag '%s'", a->argv[a->i]);
+    return true;
+}
 
-/* The flags every command that runs the model shares. */
+/* ---- the model flags ---- */
+
 static const char *model_flags_help =
-    "  -c N                 context length: positions the KV cache holds\n"
+    "  -c, --ctx-size N     context length: positions the KV cache holds\n"
     "                       (default: min(max_position_embeddings, 4096))\n"
-    "  -t N                 threads (default: one per CPU)\n"
-    "  --dtype T            the weights as stored (bf16 or f16: the default),\n"
+    "  -t, --threads N      threads (default: one per CPU this process may use)\n"
+    "  --dtype T            the big matrices as stored (bf16 or f16: the default),\n"
     "                       converted to f32, or quantized to q8 (int8, blocks of 32)\n";
 
-/* Consumes argv[*i] (and its value) if it is one of the model flags. */
-static int parse_model_flag(int argc, char **argv, int *i, ModelOptions *opt) {
-    const char *a = argv[*i];
-    if (strcmp(a, "-c") == 0) opt->context = (int)parse_long(a, flag_value(argc, argv, i), 1, 1 << 24);
-    else if (strcmp(a, "-t") == 0) opt->threads = (int)parse_long(a, flag_value(argc, argv, i), 1, 1024);
-    else if (strcmp(a, "--dtype") == 0) {
-        opt->dtype = flag_value(argc, argv, i);
-        if (strcmp(opt->dtype, "bf16") && strcmp(opt->dtype, "f16") && strcmp(opt->dtype, "f32") && strcmp(opt->dtype, "q8"))
-            die_usage("--dtype: expected bf16, f16, f32 or q8, got '%s'", opt->dtype);
-    } else return 0;
-    return 1;
+static DTypeChoice parse_dtype(const Args *a, const char *value) {
+    static const struct {
+        const char *name;
+        DTypeChoice dtype;
+    } names[] = {{"bf16", DTYPE_AS_BF16}, {"f16", DTYPE_AS_F16}, {"f32", DTYPE_AS_F32}, {"q8", DTYPE_AS_Q8}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(value, names[i].name) == 0) return names[i].dtype;
+    usage_error(a, "--dtype: expected bf16, f16, f32 or q8, got '%s'", value);
 }
 
-/* Defined with the generation settings below. */
-static void check_generation_config(const char *model, const Config *c);
+/* Consumes the current argument (and its value) if it is a model flag. */
+static bool model_flag(Args *a, ModelOptions *opt) {
+    if (is_flag(a, "-c|--ctx-size")) opt->context = (int)parse_long(a, "-c", flag_value(a), 1, 1 << 24);
+    else if (is_flag(a, "-t|--threads")) opt->threads = (int)parse_long(a, "-t", flag_value(a), 1, 1024);
+    else if (is_flag(a, "--dtype")) opt->dtype = parse_dtype(a, flag_value(a));
+    else return false;
+    return true;
+}
+
+static void check_token(const Model *m, long id) {
+    if (id < 0 || id >= m->config.vocab_size) die("token id %ld is outside the vocabulary [0, %d)", id, m->config.vocab_size);
+}
 
 /* Loads the model and the tokenizer of checkpoint MODEL, and checks its
  * generation_config.json, so that every command refuses a broken folder
  * (download.sh and make chat trust `run info` to check one). The tokenizer
  * is optional for the commands that only run token ids (info, fwd, bench):
- * without tokenizer.json they get NULL. With warm_up, the weights' pages are
- * read in on a background thread while the tokenizer loads. */
-static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool warm_up, bool need_tokenizer) {
+ * without tokenizer.json they get NULL. The weights' pages are read in on a
+ * background thread while the tokenizer loads. */
+static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool need_tokenizer) {
     Error e;
     if (model_load(m, path, opt, &e) != 0) die("%s", e.msg);
-    if (warm_up) model_warm_up(m);
-    check_generation_config(path, &m->config);
+    model_warm_up(m);
+    if (opt->threads > cpu_count())
+        warn("%d threads asked for, but this process may use %d CPUs: threads will wait for each other", opt->threads,
+             cpu_count());
+    GenerationConfig unused;
+    if (generation_config_load(&unused, path, &m->config, -1, &e) != 0) die("%s", e.msg);
     char *tok_path = model_path(path, "tokenizer.json");
-    if (!need_tokenizer && access(tok_path, F_OK) != 0) {
-        free(tok_path);
-        return NULL;
+    Tokenizer *t = NULL;
+    if (need_tokenizer || access(tok_path, F_OK) == 0) {
+        t = tokenizer_load(tok_path, &e);
+        if (!t) die("%s", e.msg);
+        /* The tokenizer must not make ids that the model has no embedding for. */
+        if (tokenizer_vocab_size(t) > m->config.vocab_size)
+            die("%s: token ids go up to %d, past the model's vocab_size of %d", tok_path, tokenizer_vocab_size(t) - 1,
+                m->config.vocab_size);
     }
-    Tokenizer *t = tokenizer_load(tok_path, &e);
-    if (!t) die("%s", e.msg);
-    /* The tokenizer must not make ids that the model has no embedding for. */
-    if (tokenizer_vocab_size(t) > m->config.vocab_size)
-        die("%s: token ids go up to %d, past the model's vocab_size of %d", tok_path, tokenizer_vocab_size(t) - 1,
-            m->config.vocab_size);
     free(tok_path);
     return t;
 }
 
-static void check_token(const Model *m, long id) {
-    if (id < 0 || id >= m->config.vocab_size)
-        die("token id %ld is outside the vocabulary [0, %d)", id, m->config.vocab_size);
+/* ---- reading input ---- */
+
+/* All of standard input. On a terminal, one Ctrl-D ends it, even in the
+ * middle of a line (the read then returns a line without its newline). */
+static char *read_standard_input(size_t *len) {
+    bool terminal = isatty(STDIN_FILENO);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (n == cap) buf = xrealloc(buf, cap *= 2, 1);
+        ssize_t got = read(STDIN_FILENO, buf + n, cap - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) die("standard input: %s", strerror(errno));
+        n += (size_t)got;
+        if (got == 0 || (terminal && buf[n - 1] != '\n')) break;
+    }
+    *len = n;
+    return buf;
+}
+
+/* Token ids separated by spaces, commas or newlines ("9707, 11 1879"). */
+static int *parse_ids(const Args *a, const char *what, const char *text, int *n) {
+    int cap = 16, count = 0;
+    int *ids = xmalloc((size_t)cap * sizeof *ids);
+    for (const char *p = text;;) {
+        p += strspn(p, " \t\r\n");
+        if (*p == '\0') break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > 1 << 30 || (*end && !strchr(" \t\r\n,", *end)))
+            usage_error(a, "%s: expected token ids separated by spaces or commas, got '%.60s'", what, text);
+        if (count == cap) ids = xrealloc(ids, (size_t)(cap *= 2), sizeof *ids);
+        ids[count++] = (int)v;
+        p = end + strspn(end, " \t\r\n");
+        if (*p == ',') p++;
+    }
+    *n = count;
+    return ids;
 }
 
 /* ---- info ---- */
 
-static int cmd_info(int argc, char **argv) {
+static int cmd_info(Args *a) {
     const char *path = NULL;
     ModelOptions opt = {0};
-    for (int i = 1; i < argc; i++) {
-        if (is_help(argv[i])) {
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
             printf("usage: run info MODEL [flags]\n\n"
                    "Prints the model's configuration, every tensor (name, dtype, shape, bytes),\n"
-                   "the parameter count and the memory a run needs.\n\nflags:\n%s", model_flags_help);
+                   "the parameter count and the memory a run needs.\n\nflags:\n%s",
+                   model_flags_help);
             return 0;
         }
-        if (parse_model_flag(argc, argv, &i, &opt)) continue;
-        if (argv[i][0] == '-' || path) die_usage("info: unexpected argument '%s'", argv[i]);
-        path = argv[i];
+        if (model_flag(a, &opt) || !operand_or_end(a)) continue;
+        if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
+        path = a->argv[a->i];
     }
-    if (!path) die_usage("info: MODEL is missing");
+    if (!path) usage_error(a, "MODEL is missing");
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false, false);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     const Config *c = &m.config;
     printf("model: %s\n", path);
-    printf("architecture: Qwen2, %d layers, hidden %d, MLP %d, %d query heads, %d key/value heads, head_dim %d\n",
-           c->n_layers, c->dim, c->hidden_dim, c->n_heads, c->n_kv_heads, c->head_dim);
+    printf("architecture: %s, %d layers, hidden %d, MLP %d, %d query heads, %d key/value heads, head_dim %d\n",
+           architecture_name(c->arch), c->n_layers, c->dim, c->hidden_dim, c->n_heads, c->n_kv_heads, c->head_dim);
     printf("vocab %d, max positions %d, rope_theta %g, rms_norm_eps %g, tied embeddings: %s\n", c->vocab_size,
            c->max_pos, c->rope_theta, c->norm_eps, c->tied_embeddings ? "yes" : "no");
+    if (c->rope_scaling.enabled)
+        printf("RoPE scaling: llama3, factor %g, low/high frequency factors %g/%g, original context %d\n",
+               c->rope_scaling.factor, c->rope_scaling.low_freq_factor, c->rope_scaling.high_freq_factor,
+               c->rope_scaling.original_max_pos);
+    printf("biases: q/k/v %s, o %s, MLP %s; q/k norm: %s\n", c->qkv_bias ? "yes" : "no", c->o_bias ? "yes" : "no",
+           c->mlp_bias ? "yes" : "no", c->qk_norm ? "yes" : "no");
     printf("bos id: ");
     if (c->bos_id >= 0) printf("%d", c->bos_id);
     else printf("none");
@@ -140,10 +268,10 @@ static int cmd_info(int argc, char **argv) {
     }
     printf("\nparameters: %zu (%.2f %s), %.1f MB on disk\n", params, params >= 1e9 ? params / 1e9 : params / 1e6,
            params >= 1e9 ? "B" : "M", bytes / 1e6);
-    size_t weights = model_weight_bytes(&m), kv = model_kv_bytes(&m);
+    size_t weights = model_weight_bytes(&m), kv = kv_cache_bytes(c, m.max_context);
     printf("memory to run: weights %.1f MB (%s%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", weights / 1e6,
            weight_type_name(m.dtype), m.dtype == WEIGHT_F32 || m.dtype == WEIGHT_Q8 ? ", converted at load" : ", mapped from the file",
-           kv / 1e6, m.seq_len, (weights + kv) / 1e6);
+           kv / 1e6, m.max_context, (weights + kv) / 1e6);
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;
@@ -151,11 +279,31 @@ static int cmd_info(int argc, char **argv) {
 
 /* ---- fwd ---- */
 
-/* Prints the 5 highest logits of one position, with each token's text (C
- * escapes for control characters) when there is a tokenizer. */
+/* Prints text with C escapes for control characters and quotes. */
+static void print_escaped(FILE *f, const char *text, size_t len) {
+    for (size_t k = 0; k < len; k++) {
+        unsigned char ch = (unsigned char)text[k];
+        if (ch == '\n') fputs("\\n", f);
+        else if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7F) fprintf(f, "\\x%02x", ch);
+        else fputc(ch, f);
+    }
+}
+
+/* "text" of a token (escaped), or nothing without a tokenizer. */
+static void print_token_text(FILE *f, const Tokenizer *t, int id) {
+    size_t len;
+    char *text = t ? tokenizer_decode(t, &id, 1, &len) : NULL;
+    if (!text) return;
+    fputc('"', f);
+    print_escaped(f, text, len);
+    fputc('"', f);
+    free(text);
+}
+
+/* Prints the 5 highest logits of one position, with each token's text. */
 static void print_top5(const float *logits, int vocab, const Tokenizer *t) {
-    int top[5];
-    int n = 0;
+    int top[5], n = 0;
     for (int id = 0; id < vocab; id++) {
         int at = n < 5 ? n++ : 5;
         while (at > 0 && logits[id] > logits[top[at - 1]]) {
@@ -165,108 +313,109 @@ static void print_top5(const float *logits, int vocab, const Tokenizer *t) {
         if (at < 5) top[at] = id;
     }
     for (int i = 0; i < n; i++) {
-        printf("  %d. id %-7d logit %10.6f", i + 1, top[i], logits[top[i]]);
-        size_t len;
-        char *text = t ? tokenizer_decode(t, &top[i], 1, &len) : NULL;
-        if (text) {
-            printf("  \"");
-            for (size_t k = 0; k < len; k++) {
-                unsigned char ch = (unsigned char)text[k];
-                if (ch == '\n') printf("\\n");
-                else if (ch == '"' || ch == '\\') printf("\\%c", ch);
-                else if (ch < 0x20 || ch == 0x7F) printf("\\x%02x", ch);
-                else putchar(ch);
-            }
-            putchar('"');
-        }
-        free(text);
+        printf("  %d. id %-7d logit %10.6f  ", i + 1, top[i], logits[top[i]]);
+        print_token_text(stdout, t, top[i]);
         putchar('\n');
     }
 }
 
-/* "9707,11,1879" -> ids; a usage error for anything else. */
-static int *parse_ids(const char *text, int *n) {
-    int cap = 16, count = 0;
-    int *ids = xmalloc((size_t)cap * sizeof *ids);
-    const char *p = text;
-    for (;;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > 1 << 30) die_usage("--tokens: expected comma-separated token ids, got '%s'", text);
-        if (count == cap) ids = xrealloc(ids, (size_t)(cap *= 2), sizeof *ids);
-        ids[count++] = (int)v;
-        if (*end == '\0') break;
-        if (*end != ',') die_usage("--tokens: expected comma-separated token ids, got '%s'", text);
-        p = end + 1;
-    }
-    *n = count;
-    return ids;
+/* The trace of fwd -v (and of gen -vv): each step's first values and L2
+ * norm, of the last token of the block. Level 1 shows q, k, v and the
+ * residual stream; level 2 every step. */
+typedef struct {
+    FILE *out;
+    int level;
+} Trace;
+
+static void trace_vectors(void *ctx, ProbeStep step, int layer, int pos, int n, const float *rows, int width) {
+    const Trace *t = ctx;
+    bool main_step = step == PROBE_Q || step == PROBE_K || step == PROBE_V || step == PROBE_RESID_ATTN || step == PROBE_RESID;
+    if (t->level < 2 && !main_step) return;
+    const float *v = rows + (size_t)(n - 1) * width;
+    double ss = 0;
+    for (int i = 0; i < width; i++) ss += (double)v[i] * v[i];
+    int show = t->level > 1 ? 8 : 4;
+    (void)pos;
+    if (layer >= 0) fprintf(t->out, "layer %2d ", layer);
+    const char *name = probe_step_name(step);
+    fprintf(t->out, "%-10s [", name);
+    for (int i = 0; i < show && i < width; i++) fprintf(t->out, "%s%.6f", i ? ", " : "", v[i]);
+    fprintf(t->out, "%s] |%s|=%.6f\n", width > show ? ", ..." : "", name, sqrt(ss));
 }
 
 static void write_floats(FILE *f, const char *path, const float *v, size_t n) {
     if (fwrite(v, sizeof(float), n, f) != n) die("%s: write failed", path);
 }
 
-static int cmd_fwd(int argc, char **argv) {
-    const char *path = NULL, *tokens_arg = NULL, *logits_path = NULL, *positional[2] = {NULL, NULL};
-    int n_positional = 0, verbose = 0;
+static int cmd_fwd(Args *a) {
+    const char *path = NULL, *tokens_arg = NULL, *logits_path = NULL, *operands[2] = {NULL, NULL};
+    int n_operands = 0, verbose = 0;
     ModelOptions opt = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (is_help(a)) {
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
             printf("usage: run fwd MODEL TOKEN POS [flags]\n"
-                   "       run fwd MODEL --tokens ID,ID,... [--logits FILE] [flags]\n\n"
+                   "       run fwd MODEL --tokens IDS [--logits FILE] [flags]\n\n"
                    "Runs the forward pass and prints the 5 most likely next tokens.\n"
                    "The first form feeds one token at position POS (earlier positions of the\n"
                    "KV cache are empty); the second feeds the tokens at positions 0..n-1.\n\n"
                    "flags:\n"
-                   "  --tokens IDS         comma-separated token ids\n"
+                   "  --tokens IDS         token ids separated by commas or spaces; '-' reads them\n"
+                   "                       from standard input\n"
                    "  --logits FILE        write the logits of every position as raw little-endian\n"
                    "                       float32, n_tokens x vocab_size\n"
                    "  -v, -vv              trace each layer: first values and L2 norms of q, k, v\n"
                    "                       and of the residual stream (of the last token);\n"
-                   "                       -vv shows more\n%s",
+                   "                       -vv shows every step\n%s",
                    model_flags_help);
             return 0;
         }
-        if (parse_model_flag(argc, argv, &i, &opt)) continue;
-        if (strcmp(a, "--tokens") == 0) tokens_arg = flag_value(argc, argv, &i);
-        else if (strcmp(a, "--logits") == 0) logits_path = flag_value(argc, argv, &i);
-        else if (strcmp(a, "-v") == 0) verbose = 1;
-        else if (strcmp(a, "-vv") == 0) verbose = 2;
-        else if (a[0] == '-' && a[1] != '\0') die_usage("fwd: unknown flag '%s'", a);
-        else if (!path) path = a;
-        else if (n_positional < 2) positional[n_positional++] = a;
-        else die_usage("fwd: unexpected argument '%s'", a);
+        if (model_flag(a, &opt)) continue;
+        if (is_flag(a, "--tokens")) tokens_arg = flag_value(a);
+        else if (is_flag(a, "--logits")) logits_path = flag_value(a);
+        else if (is_flag(a, "-v")) no_value(a), verbose = 1;
+        else if (is_flag(a, "-vv")) no_value(a), verbose = 2;
+        else if (!operand_or_end(a)) continue;
+        else if (!path) path = a->argv[a->i];
+        else if (n_operands < 2) operands[n_operands++] = a->argv[a->i];
+        else usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
     }
-    if (!path) die_usage("fwd: MODEL is missing");
-    if (!tokens_arg && n_positional != 2) die_usage("fwd: give TOKEN POS, or --tokens");
-    if (tokens_arg && n_positional) die_usage("fwd: give TOKEN POS or --tokens, not both");
+    if (!path) usage_error(a, "MODEL is missing");
+    if (!tokens_arg && n_operands != 2) usage_error(a, "give TOKEN POS, or --tokens");
+    if (tokens_arg && n_operands) usage_error(a, "give TOKEN POS or --tokens, not both");
 
     int n, pos = 0, *ids;
     if (tokens_arg) {
-        ids = parse_ids(tokens_arg, &n);
+        size_t len;
+        char *text = strcmp(tokens_arg, "-") == 0 ? read_standard_input(&len) : xstrdup(tokens_arg);
+        text[strcmp(tokens_arg, "-") == 0 ? len : strlen(text)] = '\0';
+        ids = parse_ids(a, "--tokens", text, &n);
+        free(text);
+        if (n == 0) usage_error(a, "--tokens: no token ids given");
     } else {
         ids = xmalloc(sizeof *ids);
-        ids[0] = (int)parse_long("TOKEN", positional[0], 0, 1 << 30);
-        pos = (int)parse_long("POS", positional[1], 0, 1 << 30);
+        ids[0] = (int)parse_long(a, "TOKEN", operands[0], 0, 1 << 30);
+        pos = (int)parse_long(a, "POS", operands[1], 0, 1 << 30);
         n = 1;
     }
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, false);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     for (int i = 0; i < n; i++) check_token(&m, ids[i]);
-    if ((long)pos + n > m.seq_len) die("%d tokens at position %d do not fit the context of %d (-c)", n, pos, m.seq_len);
-    m.trace = verbose ? stdout : NULL;
-    m.trace_level = verbose;
+    if ((long)pos + n > m.max_context)
+        die("the last token's position, %ld, is past the context of %d positions", (long)pos + n - 1, m.max_context);
+    Trace trace = {.out = stdout, .level = verbose};
+    Probe probe = {.ctx = &trace, .vectors = trace_vectors};
+    if (verbose) m.probe = &probe;
     FILE *out = NULL;
-    if (logits_path && !(out = fopen(logits_path, "wb"))) die("%s: cannot create", logits_path);
+    if (logits_path && !(out = fopen(logits_path, "wb"))) die("%s: cannot create: %s", logits_path, strerror(errno));
 
     /* Blocks of tokens, keeping every position's logits when they are written out. */
+    KVCache kv;
+    kv_cache_init(&kv, &m, m.max_context);
     const float *last = NULL;
     int vocab = m.config.vocab_size;
     for (int done = 0; done < n; done += m.state.max_tokens) {
         int block = n - done < m.state.max_tokens ? n - done : m.state.max_tokens;
-        const float *logits = forward(&m, ids + done, block, pos + done, out != NULL);
+        const float *logits = forward(&m, &kv, ids + done, block, pos + done, out != NULL);
         if (out) write_floats(out, logits_path, logits, (size_t)block * vocab);
         last = out ? logits + (size_t)(block - 1) * vocab : logits;
     }
@@ -274,6 +423,7 @@ static int cmd_fwd(int argc, char **argv) {
     printf("next token after id %d at position %d:\n", ids[n - 1], pos + n - 1);
     print_top5(last, vocab, tokenizer);
     free(ids);
+    kv_cache_free(&kv);
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;
@@ -281,9 +431,9 @@ static int cmd_fwd(int argc, char **argv) {
 
 /* ---- bench ---- */
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+static int compare_doubles(const void *x, const void *y) {
+    double p = *(const double *)x, q = *(const double *)y;
+    return (p > q) - (p < q);
 }
 
 static double median(double *v, int n) {
@@ -298,13 +448,12 @@ static int argmax(const float *v, int n) {
     return best;
 }
 
-static int cmd_bench(int argc, char **argv) {
+static int cmd_bench(Args *a) {
     const char *path = NULL;
     int n_prompt = 128, n_gen = 64, repeats = 3, depth = 0;
     ModelOptions opt = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (is_help(a)) {
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
             printf("usage: run bench MODEL [flags]\n\n"
                    "Times prefill of a prompt (one batch) and decoding (one token at a time),\n"
                    "and prints the median speed of the repeats as its last two lines:\n"
@@ -314,48 +463,55 @@ static int cmd_bench(int argc, char **argv) {
                    "  -n N                 tokens to decode (default 64)\n"
                    "  -r N                 repeats (default 3)\n"
                    "  --depth D            tokens already in the KV cache before each test\n"
-                   "                       (default 0), to measure speed at long context\n%s",
-                   model_flags_help);
+                   "                       (default 0), to measure speed at long context\n"
+                   "  -c, --ctx-size N     context length (default: depth + the larger of -p and -n)\n"
+                   "  -t, --threads N      threads (default: one per CPU this process may use)\n"
+                   "  --dtype T            as for info: bf16, f16, f32 or q8\n");
             return 0;
         }
-        if (parse_model_flag(argc, argv, &i, &opt)) continue;
-        if (strcmp(a, "-p") == 0) n_prompt = (int)parse_long(a, flag_value(argc, argv, &i), 1, 1 << 20);
-        else if (strcmp(a, "-n") == 0) n_gen = (int)parse_long(a, flag_value(argc, argv, &i), 1, 1 << 20);
-        else if (strcmp(a, "-r") == 0) repeats = (int)parse_long(a, flag_value(argc, argv, &i), 1, 1000);
-        else if (strcmp(a, "--depth") == 0) depth = (int)parse_long(a, flag_value(argc, argv, &i), 0, 1 << 24);
-        else if (a[0] == '-' || path) die_usage("bench: unexpected argument '%s'", a);
-        else path = a;
+        if (model_flag(a, &opt)) continue;
+        if (is_flag(a, "-p")) n_prompt = (int)parse_long(a, "-p", flag_value(a), 1, 1 << 20);
+        else if (is_flag(a, "-n")) n_gen = (int)parse_long(a, "-n", flag_value(a), 1, 1 << 20);
+        else if (is_flag(a, "-r")) repeats = (int)parse_long(a, "-r", flag_value(a), 1, 1000);
+        else if (is_flag(a, "--depth")) depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
+        else if (!operand_or_end(a)) continue;
+        else if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
+        else path = a->argv[a->i];
     }
-    if (!path) die_usage("bench: MODEL is missing");
+    if (!path) usage_error(a, "MODEL is missing");
     if (!opt.context) opt.context = depth + (n_prompt > n_gen ? n_prompt : n_gen);
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, false);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth;
-    if ((long)depth + n_prompt > m.seq_len || (long)depth + n_gen > m.seq_len)
-        die("depth %d + %d tokens do not fit the context of %d (-c)", depth, n_prompt > n_gen ? n_prompt : n_gen, m.seq_len);
+    if ((long)depth + n_prompt > m.max_context || (long)depth + n_gen > m.max_context)
+        die("depth %d + %d tokens do not fit the context of %d positions", depth, n_prompt > n_gen ? n_prompt : n_gen,
+            m.max_context);
 
     /* A fixed, arbitrary prompt of valid ids. */
     int *tokens = xmalloc((size_t)longest * sizeof *tokens);
     for (int i = 0; i < longest; i++) tokens[i] = (int)((i * 7919L + 13) % vocab);
-    printf("model %s: %s weights, %.1f MB, %d threads\n", path, weight_type_name(m.dtype), model_weight_bytes(&m) / 1e6,
-           pool_size(m.pool));
+    int threads = pool_size(m.pool);
+    printf("model %s: %s weights, %.1f MB, %d thread%s\n", path, weight_type_name(m.dtype), model_weight_bytes(&m) / 1e6,
+           threads, threads == 1 ? "" : "s");
 
     /* A first token maps the weights in; then the cache is filled to the depth. */
-    forward(&m, tokens, 1, 0, false);
+    KVCache kv;
+    kv_cache_init(&kv, &m, m.max_context);
+    forward(&m, &kv, tokens, 1, 0, false);
     if (depth > 0) {
         double t0 = now_seconds();
-        forward_prompt(&m, tokens, depth, 0);
+        forward_prompt(&m, &kv, tokens, depth, 0);
         printf("filled the KV cache to depth %d in %.2f s\n", depth, now_seconds() - t0);
     }
     double *pp = xmalloc((size_t)repeats * sizeof *pp), *tg = xmalloc((size_t)repeats * sizeof *tg);
     for (int r = 0; r < repeats; r++) {
         double t0 = now_seconds();
-        forward_prompt(&m, tokens, n_prompt, depth);
+        forward_prompt(&m, &kv, tokens, n_prompt, depth);
         pp[r] = n_prompt / (now_seconds() - t0);
 
         int token = tokens[0];
         t0 = now_seconds();
-        for (int i = 0; i < n_gen; i++) token = argmax(forward(&m, &token, 1, depth + i, false), vocab);
+        for (int i = 0; i < n_gen; i++) token = argmax(forward(&m, &kv, &token, 1, depth + i, false), vocab);
         tg[r] = n_gen / (now_seconds() - t0);
         printf("repeat %d: prefill %.1f tok/s, decode %.1f tok/s\n", r + 1, pp[r], tg[r]);
     }
@@ -364,6 +520,7 @@ static int cmd_bench(int argc, char **argv) {
     free(pp);
     free(tg);
     free(tokens);
+    kv_cache_free(&kv);
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;
@@ -371,65 +528,54 @@ static int cmd_bench(int argc, char **argv) {
 
 /* ---- tok and detok ---- */
 
-/* The tokenizer of MODEL (its tokenizer.json, whose path goes to *path) for
- * tok and detok; a runtime error when it cannot be loaded. */
-static Tokenizer *load_tokenizer(const char *model, char **path) {
+/* The tokenizer of MODEL (its tokenizer.json) for tok and detok. */
+static Tokenizer *load_tokenizer(const char *model) {
     Error e;
-    *path = model_path(model, "tokenizer.json");
-    Tokenizer *t = tokenizer_load(*path, &e);
+    char *path = model_path(model, "tokenizer.json");
+    Tokenizer *t = tokenizer_load(path, &e);
+    free(path);
     if (!t) die("%s", e.msg);
     return t;
 }
 
-/* All of standard input. */
-static char *read_standard_input(size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = xmalloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, stdin)) > 0)
-        if ((n += got) == cap) buf = xrealloc(buf, cap *= 2, 1);
-    if (ferror(stdin)) die("standard input: read error");
-    *len = n;
-    return buf;
+static void warn_invalid_utf8(size_t bad) {
+    if (bad) warn("%zu invalid UTF-8 sequence%s in the input replaced by U+FFFD", bad, bad == 1 ? "" : "s");
 }
 
-static const char TOK_USAGE[] =
-    "usage: run tok MODEL [TEXT | -f FILE] [--pieces] [--plain]\n"
-    "\n"
-    "Prints the token ids of TEXT, of FILE, or of standard input when neither is\n"
-    "given, separated by spaces on one line. Only MODEL's tokenizer.json is read.\n"
-    "\n"
-    "  -f FILE     read the text from FILE\n"
-    "  --pieces    print one line per token instead: the id, a tab, and the token as\n"
-    "              tokenizer.json spells it (a space shows as \"\xC4\xA0\", a newline as \"\xC4\x8A\")\n"
-    "  --plain     read added tokens such as <|im_end|> in the text as plain text\n"
-    "  -h, --help  print this help\n";
-
-static int cmd_tok(int argc, char **argv) {
+static int cmd_tok(Args *a) {
     const char *model = NULL, *text = NULL, *file = NULL;
-    bool pieces = false, plain = false, flags_done = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!flags_done && is_help(a)) {
-            fputs(TOK_USAGE, stdout);
+    bool pieces = false, plain = false;
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
+            printf("usage: run tok MODEL [TEXT | -f FILE] [--pieces] [--plain]\n"
+                   "\n"
+                   "Prints the token ids of TEXT, of FILE, or of standard input when neither is\n"
+                   "given (or TEXT is '-'), separated by spaces on one line. Only MODEL's\n"
+                   "tokenizer.json is read.\n"
+                   "\n"
+                   "  -f, --file FILE  read the text from FILE\n"
+                   "  --pieces         print one line per token instead: the id, a tab, and the\n"
+                   "                   token as tokenizer.json spells it (a space shows as \"\xC4\xA0\",\n"
+                   "                   a newline as \"\xC4\x8A\")\n"
+                   "  --plain          read added tokens such as <|im_end|> in the text as plain text\n"
+                   "  -h, --help       print this help\n");
             return 0;
         }
-        if (!flags_done && strcmp(a, "-f") == 0) file = flag_value(argc, argv, &i);
-        else if (!flags_done && strcmp(a, "--pieces") == 0) pieces = true;
-        else if (!flags_done && strcmp(a, "--plain") == 0) plain = true;
-        else if (!flags_done && strcmp(a, "--") == 0) flags_done = true;
-        else if (!flags_done && a[0] == '-' && a[1] != '\0') die_usage("tok: unknown flag '%s'", a);
-        else if (!model) model = a;
-        else if (!text) text = a;
-        else die_usage("tok: too many arguments (quote the text)");
+        if (is_flag(a, "-f|--file")) file = flag_value(a);
+        else if (is_flag(a, "--pieces")) no_value(a), pieces = true;
+        else if (is_flag(a, "--plain")) no_value(a), plain = true;
+        else if (!operand_or_end(a)) continue;
+        else if (!model) model = a->argv[a->i];
+        else if (!text) text = a->argv[a->i];
+        else usage_error(a, "too many arguments (quote the text)");
     }
-    if (!model) die_usage("tok: no MODEL given");
-    if (text && file) die_usage("tok: give the text or -f FILE, not both");
+    if (!model) usage_error(a, "MODEL is missing");
+    if (text && file) usage_error(a, "give the text or -f FILE, not both");
 
-    char *path, *data;
+    char *data;
     size_t len;
-    Tokenizer *t = load_tokenizer(model, &path);
-    if (text) {
+    Tokenizer *t = load_tokenizer(model);
+    if (text && strcmp(text, "-") != 0) {
         data = xstrdup(text);
         len = strlen(text);
     } else if (file) {
@@ -439,8 +585,7 @@ static int cmd_tok(int argc, char **argv) {
         data = read_standard_input(&len);
     }
     TokenIds ids = {0};
-    size_t bad = tokenizer_encode(t, data, len, plain ? ENCODE_PLAIN : ENCODE_ADDED_TOKENS, &ids);
-    if (bad) warn("%zu invalid UTF-8 sequence%s in the input replaced by U+FFFD", bad, bad == 1 ? "" : "s");
+    warn_invalid_utf8(tokenizer_encode(t, data, len, plain ? ENCODE_PLAIN : ENCODE_ADDED_TOKENS, &ids));
     for (size_t i = 0; i < ids.n; i++) {
         if (pieces) {
             char *spelling = tokenizer_spelling(t, ids.ids[i]);
@@ -454,65 +599,79 @@ static int cmd_tok(int argc, char **argv) {
     token_ids_free(&ids);
     free(data);
     tokenizer_free(t);
-    free(path);
     return 0;
 }
 
-static const char DETOK_USAGE[] =
-    "usage: run detok MODEL ID...\n"
-    "\n"
-    "Writes the text of the token ids, exactly as Hugging Face decodes them (added\n"
-    "tokens as their text, ill-formed UTF-8 as U+FFFD), with nothing added: no\n"
-    "newline at the end. Only MODEL's tokenizer.json is read.\n"
-    "\n"
-    "  -h, --help  print this help\n";
-
-static int cmd_detok(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (is_help(argv[i])) {
-            fputs(DETOK_USAGE, stdout);
+static int cmd_detok(Args *a) {
+    const char *model = NULL;
+    char *list = xstrdup("");
+    bool any = false;
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
+            printf("usage: run detok MODEL [ID...]\n"
+                   "\n"
+                   "Writes the text of the token ids, exactly as Hugging Face decodes them (added\n"
+                   "tokens as their text, ill-formed UTF-8 as U+FFFD), with nothing added: no\n"
+                   "newline at the end. The ids are the arguments, or standard input when there\n"
+                   "are none (separated by spaces, commas or newlines, as tok prints them).\n"
+                   "Only MODEL's tokenizer.json is read.\n"
+                   "\n"
+                   "  -h, --help  print this help\n");
+            free(list);
             return 0;
         }
-    if (argc < 2) die_usage("detok: no MODEL given");
-    char *path;
-    Tokenizer *t = load_tokenizer(argv[1], &path);
-    int n = argc - 2, *ids = xmalloc((size_t)(n ? n : 1) * sizeof *ids);
-    for (int i = 0; i < n; i++) ids[i] = (int)parse_long("detok: token id", argv[i + 2], 0, tokenizer_vocab_size(t) - 1);
+        if (!operand_or_end(a)) continue;
+        if (!model) {
+            model = a->argv[a->i];
+            continue;
+        }
+        size_t n = strlen(list), add = strlen(a->argv[a->i]);
+        list = xrealloc(list, n + add + 2, 1);
+        snprintf(list + n, add + 2, " %s", a->argv[a->i]);
+        any = true;
+    }
+    if (!model) usage_error(a, "MODEL is missing");
+    if (!any) {
+        free(list);
+        size_t len;
+        list = read_standard_input(&len);
+        list[len] = '\0';
+    }
+    Tokenizer *t = load_tokenizer(model);
+    int n, *ids = parse_ids(a, "token ids", list, &n);
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= tokenizer_vocab_size(t))
+            usage_error(a, "token id %d is outside the tokenizer's [0, %d)", ids[i], tokenizer_vocab_size(t));
     size_t len;
     char *text = tokenizer_decode(t, ids, (size_t)n, &len);
     fwrite(text, 1, len, stdout);
     free(text);
     free(ids);
+    free(list);
     tokenizer_free(t);
-    free(path);
     return 0;
 }
 
-/* ---- generation settings ---- */
+/* ---- generation flags ---- */
 
-/* How to generate: the sampler's settings, the length limit and the ids
- * that end a reply. */
+/* The generation flags as given; NAN or NOT_GIVEN for "not given". */
+enum { NOT_GIVEN = -2 };
 typedef struct {
-    SamplerConfig sampling;
-    int max_new;                /* tokens to generate at most; -1: until an eos id or the context is full */
-    int eos_ids[MAX_EOS_IDS];
-    int n_eos;
-} Generation;
-
-/* The generation flags as given; NAN / -2 for "not given". */
-typedef struct {
-    double temperature, top_p, min_p, repeat_penalty;
+    double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     long long top_k, seed, max_new;
+    int verbose;               /* -v: a line per token; -vv: and each layer's statistics */
 } GenerationFlags;
 
-static const GenerationFlags no_generation_flags = {NAN, NAN, NAN, NAN, -2, -2, -2};
+static const GenerationFlags no_generation_flags = {
+    .temperature = NAN, .top_p = NAN, .min_p = NAN, .repeat_penalty = NAN, .presence_penalty = NAN,
+    .frequency_penalty = NAN, .top_k = NOT_GIVEN, .seed = NOT_GIVEN, .max_new = NOT_GIVEN};
 
 static const char *generation_flags_help =
-    "  -n N                 new tokens at most; -1: until an end token or a full\n"
+    "  -n, --n-predict N    new tokens at most; -1: until an end token or a full\n"
     "                       context (default: %s)\n"
-    "  --temp T             temperature; 0 = greedy\n"
-    "                       (default: generation_config.json's; without one, greedy,\n"
-    "                       as in transformers)\n"
+    "  --temp, --temperature T\n"
+    "                       temperature; 0 = greedy (default: generation_config.json's;\n"
+    "                       without one, greedy, as in transformers)\n"
     "  --top-k K            keep the K most likely tokens; 0 = off\n"
     "                       (default: generation_config.json's, else 50)\n"
     "  --top-p P            keep the most likely tokens up to probability P; 1 = off\n"
@@ -522,386 +681,426 @@ static const char *generation_flags_help =
     "  --repeat-penalty R   divide the positive logits of tokens already in the\n"
     "                       context by R, multiply the negative ones; 1 = off\n"
     "                       (default: generation_config.json's, else 1)\n"
-    "  --seed S             seed of the sampler's random numbers (default: from the\n"
-    "                       clock, printed with the statistics to repeat a run)\n";
+    "  --presence-penalty P subtract P from the logits of tokens generated so far\n"
+    "                       (OpenAI's; default 0)\n"
+    "  --frequency-penalty F\n"
+    "                       subtract F per time a token was generated so far\n"
+    "                       (OpenAI's; default 0)\n"
+    "  --seed S             seed of the sampler's random numbers; -1: from the clock\n"
+    "                       (default -1; the seed used is printed with the statistics)\n"
+    "  -v, -vv              a line per generated token on standard error: position,\n"
+    "                       token, probability, the top 3 alternatives, time;\n"
+    "                       -vv also each layer's statistics for the token\n";
 
-static double parse_double(const char *flag, const char *value) {
-    char *end;
-    double v = strtod(value, &end);
-    if (*value == '\0' || *end != '\0' || !isfinite(v)) die_usage("%s: expected a number, got '%s'", flag, value);
-    return v;
+/* Consumes the current argument (and its value) if it is a generation flag. */
+static bool generation_flag(Args *a, GenerationFlags *f) {
+    if (is_flag(a, "--temp|--temperature")) f->temperature = parse_double(a, "--temp", flag_value(a));
+    else if (is_flag(a, "--top-p")) f->top_p = parse_double(a, "--top-p", flag_value(a));
+    else if (is_flag(a, "--min-p")) f->min_p = parse_double(a, "--min-p", flag_value(a));
+    else if (is_flag(a, "--repeat-penalty")) f->repeat_penalty = parse_double(a, "--repeat-penalty", flag_value(a));
+    else if (is_flag(a, "--presence-penalty")) f->presence_penalty = parse_double(a, "--presence-penalty", flag_value(a));
+    else if (is_flag(a, "--frequency-penalty")) f->frequency_penalty = parse_double(a, "--frequency-penalty", flag_value(a));
+    else if (is_flag(a, "--top-k")) f->top_k = parse_long(a, "--top-k", flag_value(a), 0, 1 << 30);
+    else if (is_flag(a, "--seed")) {
+        const char *v = flag_value(a);
+        char *end;
+        errno = 0;
+        long long seed = strtoll(v, &end, 10);
+        if (*v == '\0' || *end != '\0' || errno || seed < -1)
+            usage_error(a, "--seed: expected a non-negative integer, or -1 for a random seed, got '%s'", v);
+        f->seed = seed;
+    } else if (is_flag(a, "-n|--n-predict")) f->max_new = parse_long(a, "-n", flag_value(a), -1, 1 << 30);
+    else if (is_flag(a, "-v")) no_value(a), f->verbose = 1;
+    else if (is_flag(a, "-vv")) no_value(a), f->verbose = 2;
+    else return false;
+    return true;
 }
 
-/* Consumes argv[*i] (and its value) if it is a generation flag. */
-static int parse_generation_flag(int argc, char **argv, int *i, GenerationFlags *f) {
-    const char *a = argv[*i];
-    if (strcmp(a, "--temp") == 0) f->temperature = parse_double(a, flag_value(argc, argv, i));
-    else if (strcmp(a, "--top-p") == 0) f->top_p = parse_double(a, flag_value(argc, argv, i));
-    else if (strcmp(a, "--min-p") == 0) f->min_p = parse_double(a, flag_value(argc, argv, i));
-    else if (strcmp(a, "--repeat-penalty") == 0) f->repeat_penalty = parse_double(a, flag_value(argc, argv, i));
-    else if (strcmp(a, "--top-k") == 0) f->top_k = parse_long(a, flag_value(argc, argv, i), 0, 1 << 30);
-    else if (strcmp(a, "--seed") == 0) {
-        const char *v = flag_value(argc, argv, i);
-        char *end;
-        unsigned long long seed = strtoull(v, &end, 10);
-        if (*v == '\0' || *v == '-' || *end != '\0' || seed > (unsigned long long)INT64_MAX)
-            die_usage("--seed: expected a non-negative integer, got '%s'", v);
-        f->seed = (long long)seed;
-    } else if (strcmp(a, "-n") == 0) f->max_new = parse_long(a, flag_value(argc, argv, i), -1, 1 << 30);
-    else return 0;
-    return 1;
+/* The sampler settings a GenerationFlags gives on top of g's. */
+static void apply_generation_flags(GenerationConfig *g, const GenerationFlags *f) {
+    SamplerConfig *s = &g->sampling;
+    if (!isnan(f->temperature)) s->temperature = f->temperature;
+    if (!isnan(f->top_p)) s->top_p = f->top_p;
+    if (!isnan(f->min_p)) s->min_p = f->min_p;
+    if (!isnan(f->repeat_penalty)) s->repeat_penalty = f->repeat_penalty;
+    if (!isnan(f->presence_penalty)) s->presence_penalty = f->presence_penalty;
+    if (!isnan(f->frequency_penalty)) s->frequency_penalty = f->frequency_penalty;
+    if (f->top_k != NOT_GIVEN) s->top_k = (int)f->top_k;
+    if (f->max_new != NOT_GIVEN) g->max_new = (int)f->max_new;
+    s->seed = f->seed >= 0 ? (uint64_t)f->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
 
 /* Checks the values given on the command line before any file is read, so
  * that a bad value is a usage error whatever the checkpoint holds. */
-static void check_generation_flags(const GenerationFlags *f) {
-    SamplerConfig c = {isnan(f->temperature) ? 1.0 : f->temperature, f->top_k < 0 ? 0 : (int)f->top_k,
-                       isnan(f->top_p) ? 1.0 : f->top_p, isnan(f->min_p) ? 0.0 : f->min_p,
-                       isnan(f->repeat_penalty) ? 1.0 : f->repeat_penalty, 0};
+static void check_generation_flags(const Args *a, const GenerationFlags *f) {
+    GenerationConfig g = {.sampling = {.temperature = 1, .top_p = 1, .repeat_penalty = 1}};
+    apply_generation_flags(&g, f);
     Error e;
-    if (sampler_check_config(&c, &e) != 0) die_usage("%s", e.msg);
+    if (sampler_check_config(&g.sampling, &e) != 0) usage_error(a, "%s", e.msg);
 }
 
-/* A number from generation_config.json, or `fallback` when it is absent. */
-static double generation_number(const char *path, const JsonValue *root, const char *key, double fallback) {
-    const JsonValue *v = json_get(root, key);
-    if (!v || v->type == JSON_NULL) return fallback;
-    if (v->type != JSON_NUMBER) die("%s: \"%s\" must be a number, not %s", path, key, json_type_name(v->type));
-    return v->number.value;
-}
-
-/* The defaults, as transformers' generate takes them: from the checkpoint's
- * generation_config.json when there is one (Qwen2.5-Instruct's samples with
- * temperature 0.7, top-p 0.8, top-k 20, repetition penalty 1.05 and stops at
- * ids 151645 and 151643), else greedy with config.json's eos ids. */
-static Generation generation_defaults(const char *model, const Config *c, int default_max_new) {
-    Generation g = {{0.0, 50, 1.0, 0.0, 1.0, 0}, default_max_new, {0}, c->n_eos};
-    memcpy(g.eos_ids, c->eos_ids, sizeof g.eos_ids);
-    char *path = model_path(model, "generation_config.json");
+/* The checkpoint's generation settings with the flags on top. */
+static GenerationConfig generation_settings(const char *model, const Config *c, const GenerationFlags *f,
+                                            int default_max_new) {
+    GenerationConfig g;
     Error e;
-    if (access(path, F_OK) != 0) {
-        free(path);
-        return g;
-    }
-    JsonDoc doc;
-    if (json_parse_file(&doc, path, &e) != 0) die("%s", e.msg);
-    const JsonValue *root = &doc.root;
-    if (root->type != JSON_OBJECT) die("%s: not a JSON object", path);
-    const JsonValue *sample = json_get(root, "do_sample");
-    if (sample && sample->type == JSON_BOOL && sample->boolean) g.sampling.temperature = generation_number(path, root, "temperature", 1.0);
-    g.sampling.top_k = (int)fmin(fmax(generation_number(path, root, "top_k", 50), 0), 1 << 30);
-    g.sampling.top_p = generation_number(path, root, "top_p", 1.0);
-    g.sampling.min_p = generation_number(path, root, "min_p", 0.0);
-    g.sampling.repeat_penalty = generation_number(path, root, "repetition_penalty", 1.0);
-    double max_new = generation_number(path, root, "max_new_tokens", -2);
-    if (max_new >= 1 && max_new <= 1 << 30) g.max_new = (int)max_new;
-    if (read_eos_ids(path, root, g.eos_ids, &g.n_eos, &e) != 0) die("%s", e.msg);
-    /* A bad value here is the file's fault, not the command line's. */
-    if (sampler_check_config(&g.sampling, &e) != 0) die("%s: %s", path, e.msg);
-    json_free(&doc);
-    free(path);
-    return g;
-}
-
-/* generation_config.json is read by gen and chat only, but every command
- * checks it, so that a folder run accepts is whole. */
-static void check_generation_config(const char *model, const Config *c) { generation_defaults(model, c, -1); }
-
-/* The defaults with the flags given on top, checked. */
-static Generation generation_settings(const char *model, const Config *c, const GenerationFlags *f, int default_max_new) {
-    Generation g = generation_defaults(model, c, default_max_new);
-    if (!isnan(f->temperature)) g.sampling.temperature = f->temperature;
-    if (!isnan(f->top_p)) g.sampling.top_p = f->top_p;
-    if (!isnan(f->min_p)) g.sampling.min_p = f->min_p;
-    if (!isnan(f->repeat_penalty)) g.sampling.repeat_penalty = f->repeat_penalty;
-    if (f->top_k != -2) g.sampling.top_k = (int)f->top_k;
-    if (f->max_new != -2) g.max_new = (int)f->max_new;
-    g.sampling.seed = f->seed != -2 ? (uint64_t)f->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    Error e;
+    if (generation_config_load(&g, model, c, default_max_new, &e) != 0) die("%s", e.msg);
+    apply_generation_flags(&g, f);
     if (sampler_check_config(&g.sampling, &e) != 0) die("%s: %s", model, e.msg);
     return g;
 }
 
-/* ---- a conversation with the model ---- */
+/* ---- Ctrl-C ---- */
 
-/* Everything generation needs: the model with its KV cache, the tokenizer,
- * the sampler, and the ids in the cache (the context the repetition penalty
- * looks at). */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+/* Ctrl-C sets `interrupted` instead of killing the process; a blocked read
+ * returns with EINTR. */
+static void catch_interrupt(void) {
+    struct sigaction sa = {.sa_handler = on_interrupt};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* Terminal colours, reset on every way out. */
+static bool colour_used;
+
+static void reset_colour(void) {
+    if (colour_used) fputs("\033[0m", stdout), fflush(stdout);
+}
+
+static bool use_colour(void) {
+    bool on = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+    if (on && !colour_used) {
+        colour_used = true;
+        atexit(reset_colour);
+    }
+    return on;
+}
+
+/* ---- generating: gen and chat ---- */
+
+/* -v's line for a generated token. */
+static void print_step_line(const Tokenizer *t, const SamplerTrace *trace, int pos, double ms) {
+    const SamplerStage *model = &trace->stages[0];
+    float p = 0;
+    for (int i = 0; i < model->n; i++)
+        if (model->ids[i] == trace->chosen) p = model->probs[i];
+    fprintf(stderr, "pos %5d  token %6d ", pos, trace->chosen);
+    print_token_text(stderr, t, trace->chosen);
+    fprintf(stderr, "  p=%.4f  top:", p);
+    for (int i = 0, shown = 0; i < model->n && shown < 3; i++) {
+        if (model->ids[i] == trace->chosen) continue;
+        fputc(' ', stderr);
+        print_token_text(stderr, t, model->ids[i]);
+        fprintf(stderr, " %.4f", model->probs[i]);
+        shown++;
+    }
+    fprintf(stderr, "  %.1f ms\n", ms);
+}
+
+/* How a reply is shown: where its text goes and what is printed around it. */
 typedef struct {
-    Model model;
-    Tokenizer *tokenizer;
-    Sampler *sampler;
-    Generation gen;
-    TokenIds context;           /* the ids at positions 0..context.n-1 of the cache */
-    double prefill_seconds, decode_seconds;
-    int prefill_tokens, decode_tokens;
-} Session;
+    int verbose;
+    const char *thinking_on, *thinking_off;  /* colour of a <think> block, or "" */
+} Output;
 
-static void session_open(Session *s, const char *model, const ModelOptions *opt, const GenerationFlags *flags,
-                         int default_max_new) {
-    memset(s, 0, sizeof *s);
-    s->tokenizer = load_checkpoint(&s->model, model, opt, true, true);
-    s->gen = generation_settings(model, &s->model.config, flags, default_max_new);
-    Error e;
-    s->sampler = sampler_new(&s->gen.sampling, s->model.config.vocab_size, &e);
-    if (!s->sampler) die("%s", e.msg);
-}
-
-static void session_close(Session *s) {
-    sampler_free(s->sampler);
-    token_ids_free(&s->context);
-    model_free(&s->model);
-    tokenizer_free(s->tokenizer);
-}
-
-/* Encodes text and appends its ids to ids; warns about invalid UTF-8. */
-static void encode(Session *s, const char *text, size_t len, EncodeMode mode, TokenIds *ids) {
-    size_t bad = tokenizer_encode(s->tokenizer, text, len, mode, ids);
-    if (bad) warn("%zu invalid UTF-8 sequence%s in the input replaced by U+FFFD", bad, bad == 1 ? "" : "s");
-}
-
-/* Runs ids through the model after the context; returns the last logits. */
-static float *feed(Session *s, const TokenIds *ids) {
-    for (size_t i = 0; i < ids->n; i++) check_token(&s->model, ids->ids[i]);
-    double t0 = now_seconds();
-    float *logits = forward_prompt(&s->model, ids->ids, (int)ids->n, (int)s->context.n);
-    s->prefill_seconds += now_seconds() - t0;
-    s->prefill_tokens += (int)ids->n;
-    for (size_t i = 0; i < ids->n; i++) token_ids_push(&s->context, ids->ids[i]);
-    return logits;
-}
-
-static bool is_eos(const Generation *g, int id) {
-    for (int i = 0; i < g->n_eos; i++)
-        if (g->eos_ids[i] == id) return true;
-    return false;
-}
-
-typedef enum { STOP_EOS, STOP_LIMIT, STOP_CONTEXT_FULL } StopReason;
-
-/* The sampler needs logits with no NaN and at least one finite: weights
- * holding NaN or infinities (a broken file) give neither. */
-static void check_logits(const float *logits, int n) {
-    bool finite = false;
-    for (int i = 0; i < n; i++) {
-        if (isnan(logits[i])) die("the model computed a NaN logit: its weights hold NaN or infinite values");
-        finite = finite || isfinite(logits[i]);
+/* Where "<think>" or "</think>" begins in text[0..len), or NULL. */
+static const char *find_think_tag(const char *text, size_t len, bool *closing) {
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] != '<') continue;
+        if (len - i >= 7 && memcmp(text + i, "<think>", 7) == 0) return *closing = false, text + i;
+        if (len - i >= 8 && memcmp(text + i, "</think>", 8) == 0) return *closing = true, text + i;
     }
-    if (!finite) die("the model computed no finite logit: its weights hold infinite values");
+    return NULL;
 }
 
-/* Samples tokens after `logits`, printing their text as it completes, until
- * an eos id (not printed), max_new tokens, or a full context. Each token but
- * an eos joins the context; with feed_last, the last one is also run
- * through the model so that the cache holds it (chat goes on from there). */
-static StopReason generate(Session *s, float *logits, bool feed_last) {
-    DecodeStream stream;
-    decode_stream_init(&stream, s->tokenizer);
-    StopReason stop = STOP_LIMIT;
-    double t0 = now_seconds();
-    for (int n = 0; s->gen.max_new < 0 || n < s->gen.max_new; n++) {
-        check_logits(logits, s->model.config.vocab_size);
-        int id = sampler_sample(s->sampler, logits, s->context.ids, s->context.n);
-        if (is_eos(&s->gen, id)) {
-            stop = STOP_EOS;
-            break;
-        }
-        size_t len;
-        const char *text = decode_stream_push(&stream, id, &len);
-        fwrite(text, 1, len, stdout);
-        fflush(stdout);
-        s->decode_tokens++;
-        int pos = (int)s->context.n;
-        token_ids_push(&s->context, id);
-        bool last = s->gen.max_new >= 0 && n + 1 == s->gen.max_new;
-        if (pos == s->model.seq_len) {
-            stop = STOP_CONTEXT_FULL;
-            break;
-        }
-        if (!last || feed_last) logits = forward(&s->model, &id, 1, pos, false);
+/* Writes a piece of a reply as it comes, a <think>...</think> block in the
+ * thinking colour, and appends it to *reply when reply is not NULL. */
+static void show_text(const Output *o, const char *text, size_t len, char **reply, size_t *reply_len) {
+    if (reply) {
+        *reply = xrealloc(*reply, *reply_len + len + 1, 1);
+        memcpy(*reply + *reply_len, text, len);
+        *reply_len += len;
+        (*reply)[*reply_len] = '\0';
     }
-    size_t len;
-    const char *rest = decode_stream_flush(&stream, &len);
-    fwrite(rest, 1, len, stdout);
-    decode_stream_free(&stream);
-    s->decode_seconds += now_seconds() - t0;
+    bool closing;
+    for (const char *tag; (tag = find_think_tag(text, len, &closing));) {
+        size_t before = (size_t)(tag - text), tag_len = closing ? 8 : 7;
+        fwrite(text, 1, before, stdout);
+        if (!closing) fputs(o->thinking_on, stdout);
+        fwrite(tag, 1, tag_len, stdout);
+        if (closing) fputs(o->thinking_off, stdout);
+        text += before + tag_len;
+        len -= before + tag_len;
+    }
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+}
+
+/* Generates a reply after the sequence's pending tokens, showing it as it
+ * comes (and appending it to *reply when reply is not NULL). Stops at a stop
+ * rule or at Ctrl-C. */
+static StopReason generate(Sequence *seq, const Output *o, char **reply, size_t *reply_len) {
+    SamplerTrace trace;
+    if (o->verbose) sampler_set_trace(seq->sampler, &trace);
+    Trace layers = {.out = stderr, .level = 2};
+    Probe probe = {.ctx = &layers, .vectors = trace_vectors};
+    if (o->verbose > 1) seq->model->probe = &probe;
+    float *logits = sequence_feed(seq);
+    StopReason stop = STOP_NONE;
+    while (stop == STOP_NONE) {
+        double t0 = now_seconds();
+        Step step = sequence_step(seq, logits);
+        show_text(o, step.text, step.len, reply, reply_len);
+        stop = step.stop;
+        if (stop == STOP_NONE && interrupted) {
+            stop = STOP_INTERRUPTED;
+            size_t len;
+            const char *rest = sequence_flush(seq, &len);
+            show_text(o, rest, len, reply, reply_len);
+        }
+        if (stop == STOP_NONE) logits = sequence_feed(seq);
+        if (o->verbose) print_step_line(seq->tokenizer, &trace, (int)seq->tokens.n - 1, (now_seconds() - t0) * 1e3);
+    }
+    sampler_set_trace(seq->sampler, NULL);
+    seq->model->probe = NULL;
     return stop;
 }
 
-static void print_stats(const Session *s) {
-    fprintf(stderr, "prompt: %d tokens, %.1f tok/s; generated: %d tokens, %.1f tok/s; seed %llu\n", s->prefill_tokens,
-            s->prefill_tokens / fmax(s->prefill_seconds, 1e-9), s->decode_tokens,
-            s->decode_tokens / fmax(s->decode_seconds, 1e-9), (unsigned long long)s->gen.sampling.seed);
+static void print_stats(const Sequence *seq, StopReason stop) {
+    fprintf(stderr, "prompt: %d tokens, %.1f tok/s; generated: %d tokens", seq->prompt_tokens,
+            seq->prompt_tokens / fmax(seq->prompt_seconds, 1e-9), seq->decode_tokens + (stop != STOP_EOS));
+    if (seq->decode_tokens > 0) fprintf(stderr, ", %.1f tok/s", seq->decode_tokens / fmax(seq->decode_seconds, 1e-9));
+    fprintf(stderr, "; stopped by %s; seed %llu\n", stop_reason_text(stop), (unsigned long long)seq->config.sampling.seed);
 }
 
 /* ---- gen ---- */
 
-static int cmd_gen(int argc, char **argv) {
-    const char *path = NULL, *prompt = NULL;
+static int cmd_gen(Args *a) {
+    const char *path = NULL, *prompt = NULL, *file = NULL;
     ModelOptions opt = {0};
     GenerationFlags flags = no_generation_flags;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (is_help(a)) {
-            printf("usage: run gen MODEL [PROMPT] [flags]\n\n"
-                   "Continues PROMPT (or standard input when PROMPT is not given) and streams\n"
-                   "the new text to standard output, ending it with a newline. The prompt is\n"
-                   "fed as one batch and not echoed; special tokens written in it (such as\n"
-                   "<|im_start|>) are read as such. Statistics go to standard error.\n\n"
-                   "flags:\n");
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
+            printf("usage: run gen MODEL [PROMPT | -p TEXT | -f FILE | -] [flags]\n\n"
+                   "Continues the prompt and streams the new text to standard output, ending it\n"
+                   "with a newline. The prompt is PROMPT, TEXT, the contents of FILE, or standard\n"
+                   "input ('-', or when none is given). It is fed as one batch and not echoed;\n"
+                   "special tokens written in it (such as <|im_start|>) are read as such, and a\n"
+                   "tokenizer that adds a BOS token gets it first. Statistics go to standard\n"
+                   "error. Ctrl-C stops generation (exit status 130). '--' ends the flags.\n\n"
+                   "flags:\n"
+                   "  -p, --prompt TEXT    the prompt\n"
+                   "  -f, --file FILE      read the prompt from FILE\n");
             printf(generation_flags_help, "256");
             printf("%s", model_flags_help);
             return 0;
         }
-        if (parse_model_flag(argc, argv, &i, &opt) || parse_generation_flag(argc, argv, &i, &flags)) continue;
-        if (a[0] == '-' && a[1] != '\0') die_usage("gen: unknown flag '%s'", a);
-        if (!path) path = a;
-        else if (!prompt) prompt = a;
-        else die_usage("gen: unexpected argument '%s'", a);
+        if (model_flag(a, &opt) || generation_flag(a, &flags)) continue;
+        if (is_flag(a, "-p|--prompt")) prompt = flag_value(a);
+        else if (is_flag(a, "-f|--file")) file = flag_value(a);
+        else if (!operand_or_end(a)) continue;
+        else if (!path) path = a->argv[a->i];
+        else if (!prompt) prompt = a->argv[a->i];
+        else usage_error(a, "unexpected argument '%s' (quote the prompt)", a->argv[a->i]);
     }
-    if (!path) die_usage("gen: MODEL is missing");
-    check_generation_flags(&flags);
+    if (!path) usage_error(a, "MODEL is missing");
+    if (prompt && file) usage_error(a, "give the prompt or -f FILE, not both");
+    check_generation_flags(a, &flags);
     size_t len;
-    char *text = prompt ? xstrdup(prompt) : read_standard_input(&len);
-    if (prompt) len = strlen(prompt);
+    char *text;
+    if (file) {
+        Error e;
+        if (read_file(file, &text, &len, &e) != 0) die("%s", e.msg);
+    } else if (prompt && strcmp(prompt, "-") != 0) {
+        text = xstrdup(prompt);
+        len = strlen(prompt);
+    } else {
+        if (isatty(STDIN_FILENO)) fprintf(stderr, "reading the prompt from standard input (end it with Ctrl-D)\n");
+        text = read_standard_input(&len);
+    }
 
-    Session s;
-    session_open(&s, path, &opt, &flags, 256);
+    Model m;
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    GenerationConfig g = generation_settings(path, &m.config, &flags, 256);
     TokenIds ids = {0};
-    encode(&s, text, len, ENCODE_ADDED_TOKENS, &ids);
+    warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_ADDED_TOKENS, &ids));
     free(text);
     if (ids.n == 0) die("the prompt is empty");
-    if (ids.n > (size_t)s.model.seq_len)
-        die("the prompt is %zu tokens, longer than the context of %d (-c)", ids.n, s.model.seq_len);
-    generate(&s, feed(&s, &ids), false);
+    if (ids.n > (size_t)m.max_context)
+        die("the prompt is %zu tokens, longer than the context of %d positions", ids.n, m.max_context);
+    for (size_t i = 0; i < ids.n; i++) check_token(&m, ids.ids[i]);
+
+    Sequence seq;
+    sequence_init(&seq, &m, tokenizer, &g, m.max_context);
+    sequence_start(&seq, ids.ids, (int)ids.n);
+    catch_interrupt();
+    Output o = {.verbose = flags.verbose, .thinking_on = "", .thinking_off = ""};
+    StopReason stop = generate(&seq, &o, NULL, NULL);
     putchar('\n');
     fflush(stdout);
-    print_stats(&s);
+    print_stats(&seq, stop);
     token_ids_free(&ids);
-    session_close(&s);
-    return 0;
+    sequence_free(&seq);
+    model_free(&m);
+    tokenizer_free(tokenizer);
+    return stop == STOP_INTERRUPTED ? 130 : 0;
 }
 
 /* ---- chat ---- */
 
-static const char *default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
-
-/* Appends the ids of ChatML's "<|im_start|>ROLE\nTEXT<|im_end|>\n": the text
- * is plain text, so a typed "<|im_end|>" stays text and cannot end a turn. */
-static void chatml_message(Session *s, int im_start, int im_end, const char *role, const char *text, TokenIds *ids) {
-    token_ids_push(ids, im_start);
-    size_t n = strlen(role) + 1 + strlen(text);
-    char *body = xmalloc(n + 1);
-    snprintf(body, n + 1, "%s\n%s", role, text);
-    encode(s, body, n, ENCODE_PLAIN, ids);
-    free(body);
-    token_ids_push(ids, im_end);
-    encode(s, "\n", 1, ENCODE_PLAIN, ids);
-}
-
-/* The ids that take the conversation to the model's next reply: the system
- * message first, or the end of the model's last reply, then the user's
- * message and the start of the assistant's. */
-static void chat_turn_ids(Session *s, const char *system, const char *message, TokenIds *ids) {
-    int im_start = tokenizer_find(s->tokenizer, "<|im_start|>", 12), im_end = tokenizer_find(s->tokenizer, "<|im_end|>", 10);
-    if (im_start < 0 || im_end < 0) die("tokenizer.json has no <|im_start|> or <|im_end|> token: not a chat model");
-    ids->n = 0;
-    if (s->context.n == 0) {
-        chatml_message(s, im_start, im_end, "system", system, ids);
-    } else {
-        token_ids_push(ids, im_end);
-        encode(s, "\n", 1, ENCODE_PLAIN, ids);
+/* Reads a message: a line, or several when a line ends in '\' or when they
+ * come in one bracketed paste. NULL at the end of input or on Ctrl-C. */
+static char *read_message(bool interactive, const char *prompt, const char *more) {
+    char *message = NULL, *line = NULL;
+    size_t message_len = 0, cap = 0;
+    bool in_paste = false;
+    for (;;) {
+        if (interactive) fputs(message ? more : prompt, stdout), fflush(stdout);
+        errno = 0;
+        ssize_t n = getline(&line, &cap, stdin);
+        if (n < 0) {
+            free(line);
+            if (message && !interrupted) return message;  /* the last line had no newline */
+            free(message);
+            return NULL;
+        }
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+        /* A bracketed paste arrives between ESC[200~ and ESC[201~. */
+        char *start = line;
+        if (strncmp(start, "\033[200~", 6) == 0) in_paste = true, start += 6, n -= 6;
+        bool paste_ends = n >= 6 && strcmp(line + strlen(line) - 6, "\033[201~") == 0;
+        if (paste_ends) in_paste = false, line[strlen(line) - 6] = '\0', n -= 6;
+        bool continued = !in_paste && n > 0 && start[n - 1] == '\\';
+        if (continued) start[--n] = '\0';
+        message = xrealloc(message, message_len + (size_t)n + 2, 1);
+        if (message_len) message[message_len++] = '\n';
+        memcpy(message + message_len, start, (size_t)n + 1);
+        message_len += (size_t)n;
+        if (!continued && !in_paste) break;
     }
-    chatml_message(s, im_start, im_end, "user", message, ids);
-    token_ids_push(ids, im_start);
-    encode(s, "assistant\n", 10, ENCODE_PLAIN, ids);
+    free(line);
+    return message;
 }
 
-/* Reads a line without its newline; NULL at the end of input. */
-static char *read_line(char **buf, size_t *cap) {
-    ssize_t n = getline(buf, cap, stdin);
-    if (n < 0) return NULL;
-    while (n > 0 && ((*buf)[n - 1] == '\n' || (*buf)[n - 1] == '\r')) (*buf)[--n] = '\0';
-    return *buf;
-}
+static const char *chat_help =
+    "commands: /reset starts a new conversation, /exit or /quit (or Ctrl-D) ends,\n"
+    "/help shows this. End a line with \\ to go on to the next one; a paste of\n"
+    "several lines is one message. Ctrl-C stops a reply, or ends at the prompt.\n";
 
-static int cmd_chat(int argc, char **argv) {
-    const char *path = NULL, *system = default_system;
+static int cmd_chat(Args *a) {
+    const char *path = NULL, *system = NULL;
+    int thinking = -1;
     ModelOptions opt = {0};
     GenerationFlags flags = no_generation_flags;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (is_help(a)) {
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
             printf("usage: run chat MODEL [flags]\n\n"
-                   "Chats with an instruction-tuned model in Qwen2.5's ChatML format. Type a\n"
-                   "message and Enter; /reset starts a new conversation; /exit or the end of\n"
-                   "input (Ctrl-D) ends. The KV cache is kept across turns, so each turn runs\n"
-                   "only its new tokens; a full context starts a new conversation.\n"
-                   "When standard input is not a terminal, only the replies are printed, each\n"
-                   "followed by a newline. NO_COLOR turns colours off.\n\n"
+                   "Chats with an instruction-tuned model, writing the conversation with the\n"
+                   "checkpoint's own chat template. Type a message and Enter. The KV cache is\n"
+                   "kept across turns, so each turn runs only its new tokens; when the context\n"
+                   "fills, the oldest turns are dropped. When standard input is not a terminal,\n"
+                   "only the replies are printed, each followed by a newline. NO_COLOR turns\n"
+                   "colours off.\n%s\n"
                    "flags:\n"
-                   "  --system TEXT        the system message (default: \"You are Qwen, created by\n"
-                   "                       Alibaba Cloud. You are a helpful assistant.\")\n");
+                   "  --system TEXT        the system message (default: the template's own)\n"
+                   "  --think, --no-think  ask a model that can think aloud (Qwen3) to do so or not\n"
+                   "                       (default: the template's default)\n",
+                   chat_help);
             printf(generation_flags_help, "-1");
             printf("%s", model_flags_help);
             return 0;
         }
-        if (parse_model_flag(argc, argv, &i, &opt) || parse_generation_flag(argc, argv, &i, &flags)) continue;
-        if (strcmp(a, "--system") == 0) system = flag_value(argc, argv, &i);
-        else if (a[0] == '-' || path) die_usage("chat: unexpected argument '%s'", a);
-        else path = a;
+        if (model_flag(a, &opt) || generation_flag(a, &flags)) continue;
+        if (is_flag(a, "--system")) system = flag_value(a);
+        else if (is_flag(a, "--think")) no_value(a), thinking = 1;
+        else if (is_flag(a, "--no-think")) no_value(a), thinking = 0;
+        else if (!operand_or_end(a)) continue;
+        else if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
+        else path = a->argv[a->i];
     }
-    if (!path) die_usage("chat: MODEL is missing");
-    check_generation_flags(&flags);
+    if (!path) usage_error(a, "MODEL is missing");
+    check_generation_flags(a, &flags);
 
-    Session s;
-    session_open(&s, path, &opt, &flags, -1);
-    bool interactive = isatty(STDIN_FILENO), colour = interactive && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-    const char *you = colour ? "\033[1;32m> \033[0m" : "> ", *reply_on = colour ? "\033[36m" : "", *reply_off = colour ? "\033[0m" : "";
+    Model m;
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    GenerationConfig g = generation_settings(path, &m.config, &flags, -1);
+    Error e;
+    Chat chat;
+    if (chat_init(&chat, path, tokenizer, system, thinking, &e) != 0) die("%s", e.msg);
+    Sequence seq;
+    sequence_init(&seq, &m, tokenizer, &g, m.max_context);
+
+    bool interactive = isatty(STDIN_FILENO), colour = interactive && use_colour();
+    const char *prompt = colour ? "\033[1;32m> \033[0m" : "> ", *more = colour ? "\033[1;32m. \033[0m" : ". ";
+    const char *reply_on = colour ? "\033[36m" : "", *reply_off = colour ? "\033[0m" : "";
+    Output o = {.verbose = flags.verbose, .thinking_on = colour ? "\033[2m" : "", .thinking_off = reply_on};
     if (interactive)
-        fprintf(stderr, "chatting with %s (context %d tokens). /reset starts over, /exit or Ctrl-D ends.\n", path,
-                s.model.seq_len);
-    TokenIds ids = {0};
-    char *line = NULL;
-    size_t cap = 0;
+        fprintf(stderr, "chatting with %s (context %d tokens). /help lists the commands.\n", path, m.max_context);
+    else
+        fprintf(stderr, "seed %llu\n", (unsigned long long)g.sampling.seed);
+    catch_interrupt();
+    StopReason stop = STOP_NONE;
     for (;;) {
-        if (interactive) {
-            fputs(you, stdout);
-            fflush(stdout);
+        interrupted = 0;
+        char *message = read_message(interactive, prompt, more);
+        if (!message || strcmp(message, "/exit") == 0 || strcmp(message, "/quit") == 0) {
+            free(message);
+            break;
         }
-        if (!read_line(&line, &cap) || strcmp(line, "/exit") == 0) break;
-        if (strcmp(line, "/reset") == 0) {
-            s.context.n = 0;
-            if (interactive) fprintf(stderr, "(new conversation)\n");
+        if (message[0] == '/' && !strchr(message, ' ') && !strchr(message, '\n')) {
+            if (strcmp(message, "/reset") == 0) {
+                chat_reset(&chat);
+                if (interactive) fprintf(stderr, "(new conversation)\n");
+            } else if (strcmp(message, "/help") == 0) {
+                fputs(chat_help, stderr);
+            } else {
+                fprintf(stderr, "(unknown command %s; /help lists the commands)\n", message);
+            }
+            free(message);
             continue;
         }
-        if (line[0] == '\0') continue;
-        chat_turn_ids(&s, system, line, &ids);
-        if (s.context.n + ids.n > (size_t)s.model.seq_len) {  /* no room: start over with this message */
-            fprintf(stderr, "(the context of %d tokens is full: starting a new conversation)\n", s.model.seq_len);
-            s.context.n = 0;
-            chat_turn_ids(&s, system, line, &ids);
-            if (ids.n > (size_t)s.model.seq_len) {
-                fprintf(stderr, "(that message is too long for the context of %d tokens)\n", s.model.seq_len);
-                continue;
-            }
+        if (message[0] == '\0') {
+            free(message);
+            continue;
         }
+        chat_add(&chat, "user", message);
+        free(message);
+        TokenIds ids = {0};
+        int dropped;
+        if (chat_prompt(&chat, m.max_context, &ids, &dropped, &e) != 0) {
+            fprintf(stderr, "(%s)\n", e.msg);
+            chat_remove_last(&chat);
+            token_ids_free(&ids);
+            continue;
+        }
+        if (dropped) fprintf(stderr, "(the context is full: the oldest %d message%s dropped)\n", dropped, dropped == 1 ? " was" : "s were");
+        sequence_start(&seq, ids.ids, (int)ids.n);
+        token_ids_free(&ids);
         fputs(reply_on, stdout);
-        StopReason stop = generate(&s, feed(&s, &ids), true);
+        char *reply = NULL;
+        size_t reply_len = 0;
+        stop = generate(&seq, &o, &reply, &reply_len);
         printf("%s\n", reply_off);
         fflush(stdout);
-        if (stop == STOP_CONTEXT_FULL) {
-            fprintf(stderr, "(the context of %d tokens is full: starting a new conversation)\n", s.model.seq_len);
-            s.context.n = 0;
-        }
+        chat_add(&chat, "assistant", reply ? reply : "");
+        free(reply);
+        if (stop == STOP_CONTEXT_FULL) fprintf(stderr, "(the context is full: the reply was cut)\n");
     }
     if (interactive) {
         putchar('\n');
-        print_stats(&s);
+        print_stats(&seq, stop);
     }
-    free(line);
-    token_ids_free(&ids);
-    session_close(&s);
+    chat_free(&chat);
+    sequence_free(&seq);
+    model_free(&m);
+    tokenizer_free(tokenizer);
     return 0;
 }
 
@@ -909,7 +1108,7 @@ static int cmd_chat(int argc, char **argv) {
 
 typedef struct {
     const char *name;
-    int (*run)(int argc, char **argv);  /* argv[0] is the subcommand's name */
+    int (*run)(Args *a);       /* a->argv[0] is the subcommand's name */
     const char *summary;
 } Command;
 
@@ -919,7 +1118,7 @@ static const Command commands[] = {
     {"detok", cmd_detok, "print the text of token ids"},
     {"fwd", cmd_fwd, "run the forward pass on token ids; print the top next tokens"},
     {"gen", cmd_gen, "continue a prompt: stream generated text"},
-    {"chat", cmd_chat, "chat with an instruction-tuned model (ChatML)"},
+    {"chat", cmd_chat, "chat with an instruction-tuned model"},
     {"bench", cmd_bench, "time prefill and decoding (tokens per second)"},
     {NULL, NULL, NULL},
 };
@@ -927,25 +1126,43 @@ static const Command commands[] = {
 static void usage(FILE *out) {
     fputs("usage: run COMMAND [ARGS...]\n"
           "\n"
-          "Runs Qwen2-family language models from a Hugging Face checkpoint folder\n"
-          "(config.json, model.safetensors, tokenizer.json).\n"
+          "Runs Qwen2, Qwen3 and Llama language models from a Hugging Face checkpoint\n"
+          "folder (config.json, model.safetensors, tokenizer.json).\n"
           "\n"
           "commands:\n",
           out);
     for (const Command *c = commands; c->name; c++) fprintf(out, "  %-7s %s\n", c->name, c->summary);
     fputs("\n"
           "MODEL is a checkpoint folder, or a .safetensors file whose folder holds the rest.\n"
-          "'run COMMAND --help' lists a command's flags and their defaults.\n"
-          "Exit status: 0 success, 1 runtime error, 2 usage error.\n",
+          "'run COMMAND --help' (or 'run help COMMAND') lists a command's flags and their\n"
+          "defaults. Exit status: 0 success, 1 runtime error, 2 usage error.\n",
           out);
 }
 
-int main(int argc, char **argv) {
-    if (argc < 2 || is_help(argv[1])) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
+static const Command *find_command(const char *name) {
     for (const Command *c = commands; c->name; c++)
-        if (strcmp(argv[1], c->name) == 0) return c->run(argc - 1, argv + 1);
-    die_usage("unknown command '%s'", argv[1]);
+        if (strcmp(name, c->name) == 0) return c;
+    die_usage("unknown command '%s' (see 'run --help')", name);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || (strcmp(argv[1], "help") == 0 && argc == 2)) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("run %s\n", RUN_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "help") == 0) {
+        char *help_argv[] = {argv[2], "--help", NULL};
+        Args a = {.command = argv[2], .argc = 2, .argv = help_argv};
+        return find_command(argv[2])->run(&a);
+    }
+    Args a = {.command = argv[1], .argc = argc - 1, .argv = argv + 1};
+    return find_command(argv[1])->run(&a);
 }

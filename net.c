@@ -1,129 +1,19 @@
-/* net.c - loading a Qwen2 checkpoint and running its forward pass. */
+/* net.c - loading a checkpoint's weights and running the transformer. */
 #include "net.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "json.h"
+/* Tokens per forward call: a prompt goes through in blocks of this many. */
+enum { BLOCK_TOKENS = 128 };
 
-/* ---- config.json ---- */
-
-/* config[key] as an integer in [lo, hi]; `fallback` when absent (or an
- * error when fallback < lo, i.e. the field is required). */
-static int config_int(const char *path, const JsonValue *root, const char *key, long long lo, long long hi,
-                      long long fallback, int *out, Error *e) {
-    const JsonValue *v = json_get(root, key);
-    if (!v || v->type == JSON_NULL) {
-        if (fallback < lo) return fail(e, "%s: \"%s\" is missing", path, key);
-        *out = (int)fallback;
-        return 0;
-    }
-    if (v->type != JSON_NUMBER || !v->number.is_integer)
-        return fail(e, "%s: \"%s\" must be an integer, not %s", path, key,
-                    v->type == JSON_NUMBER ? "a fraction" : json_type_name(v->type));
-    if (v->number.integer < lo || v->number.integer > hi)
-        return fail(e, "%s: \"%s\" is %lld, outside [%lld, %lld]", path, key, (long long)v->number.integer, lo, hi);
-    *out = (int)v->number.integer;
-    return 0;
-}
-
-/* config[key] as a positive finite number below `hi`, or `fallback`. */
-static int config_float(const char *path, const JsonValue *root, const char *key, double hi, double fallback,
-                        float *out, Error *e) {
-    const JsonValue *v = json_get(root, key);
-    if (!v || v->type == JSON_NULL) {
-        *out = (float)fallback;
-        return 0;
-    }
-    if (v->type != JSON_NUMBER) return fail(e, "%s: \"%s\" must be a number, not %s", path, key, json_type_name(v->type));
-    if (!(v->number.value > 0 && v->number.value < hi))
-        return fail(e, "%s: \"%s\" is %g, outside (0, %g)", path, key, v->number.value, hi);
-    *out = (float)v->number.value;
-    if (*out == 0) return fail(e, "%s: \"%s\" is %g, too small for a float (it would be 0)", path, key, v->number.value);
-    return 0;
-}
-
-/* A string field that, when present, must have the one value run implements. */
-static int config_expect(const char *path, const JsonValue *root, const char *key, const char *want, Error *e) {
-    const JsonValue *v = json_get(root, key);
-    if (v && (v->type != JSON_STRING || strcmp(v->string, want) != 0))
-        return fail(e, "%s: \"%s\" must be \"%s\" (run implements Qwen2 only)", path, key, want);
-    return 0;
-}
-
-/* eos_token_id: absent, one id, or a list of ids. */
-int read_eos_ids(const char *path, const JsonValue *root, int ids[MAX_EOS_IDS], int *n_ids, Error *e) {
-    const JsonValue *v = json_get(root, "eos_token_id");
-    if (!v || v->type == JSON_NULL) return 0;
-    const JsonValue *items = v->type == JSON_ARRAY ? v->items : v;
-    size_t n = v->type == JSON_ARRAY ? v->len : 1;
-    if (n > MAX_EOS_IDS) return fail(e, "%s: more than %d eos_token_id values", path, MAX_EOS_IDS);
-    for (size_t i = 0; i < n; i++)
-        if (items[i].type != JSON_NUMBER || !items[i].number.is_integer || items[i].number.integer < 0 ||
-            items[i].number.integer > INT32_MAX)
-            return fail(e, "%s: \"eos_token_id\" must be a token id or a list of them", path);
-    for (size_t i = 0; i < n; i++) ids[i] = (int)items[i].number.integer;
-    *n_ids = (int)n;
-    return 0;
-}
-
-static int config_check(const char *path, const JsonValue *root, Config *c, Error *e) {
-    if (root->type != JSON_OBJECT) return fail(e, "%s: not a JSON object", path);
-    if (config_expect(path, root, "model_type", "qwen2", e) || config_expect(path, root, "hidden_act", "silu", e)) return -1;
-    const JsonValue *scaling = json_get(root, "rope_scaling");
-    if (scaling && scaling->type != JSON_NULL) return fail(e, "%s: \"rope_scaling\" is not supported", path);
-    const JsonValue *sliding = json_get(root, "use_sliding_window");
-    if (sliding && sliding->type == JSON_BOOL && sliding->boolean)
-        return fail(e, "%s: sliding-window attention (\"use_sliding_window\": true) is not supported", path);
-    if (config_int(path, root, "hidden_size", 1, 1 << 16, 0, &c->dim, e) ||
-        config_int(path, root, "intermediate_size", 1, 1 << 20, 0, &c->hidden_dim, e) ||
-        config_int(path, root, "num_hidden_layers", 1, 1024, 0, &c->n_layers, e) ||
-        config_int(path, root, "num_attention_heads", 1, 1024, 0, &c->n_heads, e) ||
-        config_int(path, root, "num_key_value_heads", 1, 1024, c->n_heads, &c->n_kv_heads, e) ||
-        config_int(path, root, "vocab_size", 1, 1 << 24, 0, &c->vocab_size, e) ||
-        config_int(path, root, "max_position_embeddings", 1, 1 << 24, 32768, &c->max_pos, e) ||
-        config_float(path, root, "rope_theta", 1e30, 10000.0, &c->rope_theta, e) ||
-        config_float(path, root, "rms_norm_eps", 1.0, 1e-6, &c->norm_eps, e))
-        return -1;
-    if (!json_get(root, "head_dim") && c->dim % c->n_heads != 0)
-        return fail(e, "%s: hidden_size %d is not a multiple of num_attention_heads %d", path, c->dim, c->n_heads);
-    if (config_int(path, root, "head_dim", 2, 4096, c->dim / c->n_heads, &c->head_dim, e)) return -1;
-    if (c->head_dim % 2 != 0) return fail(e, "%s: head_dim %d is odd (RoPE rotates pairs)", path, c->head_dim);
-    if (c->n_heads % c->n_kv_heads != 0)
-        return fail(e, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path, c->n_heads,
-                    c->n_kv_heads);
-    if ((long long)c->n_heads * c->head_dim > (1 << 20))
-        return fail(e, "%s: num_attention_heads x head_dim is too large", path);
-    const JsonValue *tie = json_get(root, "tie_word_embeddings");
-    if (tie && tie->type != JSON_BOOL && tie->type != JSON_NULL)
-        return fail(e, "%s: \"tie_word_embeddings\" must be true or false", path);
-    c->tied_embeddings = tie && tie->type == JSON_BOOL && tie->boolean;
-    if (config_int(path, root, "bos_token_id", -1, INT32_MAX, -1, &c->bos_id, e)) return -1;
-    return read_eos_ids(path, root, c->eos_ids, &c->n_eos, e);
-}
-
-int config_parse(Config *c, const char *text, size_t len, const char *label, Error *e) {
-    memset(c, 0, sizeof *c);
-    JsonDoc doc;
-    Error je;
-    if (json_parse(&doc, text, len, &je) != 0) return fail(e, "%s: %s", label, je.msg);
-    int rc = config_check(label, &doc.root, c, e);
-    json_free(&doc);
-    return rc;
-}
-
-int config_load(Config *c, const char *path, Error *e) {
-    memset(c, 0, sizeof *c);
-    JsonDoc doc;
-    if (json_parse_file(&doc, path, e) != 0) return -1;
-    int rc = config_check(path, &doc.root, c, e);
-    json_free(&doc);
-    return rc;
-}
+/* The context when none is asked for: the model's, up to this many positions. */
+enum { DEFAULT_CONTEXT = 4096 };
 
 /* ---- weights ---- */
 
@@ -131,11 +21,19 @@ static WeightType weight_type_of(DType t) {
     return t == DTYPE_F32 ? WEIGHT_F32 : t == DTYPE_F16 ? WEIGHT_F16 : WEIGHT_BF16;
 }
 
+/* Loading state: which of the checkpoint's tensors the model has used, so
+ * that one it never uses (a sign of a misread architecture) is refused. */
+typedef struct {
+    Model *m;
+    bool *used;                /* [st.n_tensors] */
+} Loader;
+
 /* The tensor `name`, which must have shape [rows, cols] (cols 0: [rows]). */
-static const Tensor *find_tensor(const Model *m, const char *name, int rows, int cols, Error *e) {
-    const Tensor *t = st_find(&m->st, name);
+static const Tensor *find_tensor(Loader *ld, const char *name, int rows, int cols, Error *e) {
+    const SafeTensors *st = &ld->m->st;
+    const Tensor *t = st_find(st, name);
     if (!t) {
-        fail(e, "%s: tensor '%s' is missing", m->st.files[0].path, name);
+        fail(e, "%s: tensor '%s' is missing", st->files[0].path, name);
         return NULL;
     }
     int ndim = cols ? 2 : 1;
@@ -145,14 +43,16 @@ static const Tensor *find_tensor(const Model *m, const char *name, int rows, int
         else fail(e, "%s: tensor '%s' has shape %s, expected [%d]", t->file, name, tensor_shape_text(t, got, sizeof got), rows);
         return NULL;
     }
+    ld->used[t - st->tensors] = true;
     return t;
 }
 
-/* A matrix as a view into the mapping, converted when another dtype is asked for. */
-static int load_matrix(Model *m, const char *name, int rows, int cols, Matrix *out, Error *e) {
-    const Tensor *t = find_tensor(m, name, rows, cols, e);
+/* A matrix as a view into the mapping, converted when another format is asked for. */
+static int load_matrix(Loader *ld, const char *name, int rows, int cols, Matrix *out, Error *e) {
+    const Tensor *t = find_tensor(ld, name, rows, cols, e);
     if (!t) return -1;
-    Matrix view = {weight_type_of(t->dtype), rows, cols, t->data, NULL, NULL};
+    Model *m = ld->m;
+    Matrix view = {.type = weight_type_of(t->dtype), .rows = rows, .cols = cols, .data = t->data};
     if (m->dtype == view.type) *out = view;
     else if (m->dtype == WEIGHT_Q8 && cols % Q8_BLOCK == 0) *out = matrix_to_q8(&view, m->pool);
     else if (m->dtype == WEIGHT_Q8) *out = view;  /* rows that don't split into blocks stay as stored */
@@ -160,14 +60,14 @@ static int load_matrix(Model *m, const char *name, int rows, int cols, Matrix *o
     return 0;
 }
 
-/* A small vector (a norm's weights, a bias) widened to floats; with
- * `optional`, a missing tensor gives NULL. */
-static int load_vector(Model *m, const char *name, int n, bool optional, float **out, Error *e) {
+/* A small vector (a norm's weights, a bias) widened to floats; when not
+ * `present` (the architecture has no such tensor), NULL. */
+static int load_vector(Loader *ld, const char *name, int n, bool present, float **out, Error *e) {
     *out = NULL;
-    if (optional && !st_find(&m->st, name)) return 0;
-    const Tensor *t = find_tensor(m, name, n, 0, e);
+    if (!present) return 0;
+    const Tensor *t = find_tensor(ld, name, n, 0, e);
     if (!t) return -1;
-    Matrix view = {weight_type_of(t->dtype), 1, n, t->data, NULL, NULL};
+    Matrix view = {.type = weight_type_of(t->dtype), .rows = 1, .cols = n, .data = t->data};
     *out = xmalloc((size_t)n * sizeof(float));
     matrix_row(*out, &view, 0);
     return 0;
@@ -179,38 +79,66 @@ static const char *layer_name(char *buf, int l, const char *suffix) {
     return buf;
 }
 
-static int load_layer(Model *m, int l, LayerWeights *w, Error *e) {
-    const Config *c = &m->config;
+static int load_layer(Loader *ld, int l, LayerWeights *w, Error *e) {
+    const Config *c = &ld->m->config;
     int q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
     char n[128];
-    if (load_vector(m, layer_name(n, l, "input_layernorm.weight"), c->dim, false, &w->attn_norm, e) ||
-        load_matrix(m, layer_name(n, l, "self_attn.q_proj.weight"), q_dim, c->dim, &w->wq, e) ||
-        load_matrix(m, layer_name(n, l, "self_attn.k_proj.weight"), kv_dim, c->dim, &w->wk, e) ||
-        load_matrix(m, layer_name(n, l, "self_attn.v_proj.weight"), kv_dim, c->dim, &w->wv, e) ||
-        load_vector(m, layer_name(n, l, "self_attn.q_proj.bias"), q_dim, true, &w->bq, e) ||
-        load_vector(m, layer_name(n, l, "self_attn.k_proj.bias"), kv_dim, true, &w->bk, e) ||
-        load_vector(m, layer_name(n, l, "self_attn.v_proj.bias"), kv_dim, true, &w->bv, e) ||
-        load_matrix(m, layer_name(n, l, "self_attn.o_proj.weight"), c->dim, q_dim, &w->wo, e) ||
-        load_vector(m, layer_name(n, l, "post_attention_layernorm.weight"), c->dim, false, &w->mlp_norm, e) ||
-        load_matrix(m, layer_name(n, l, "mlp.gate_proj.weight"), c->hidden_dim, c->dim, &w->w_gate, e) ||
-        load_matrix(m, layer_name(n, l, "mlp.up_proj.weight"), c->hidden_dim, c->dim, &w->w_up, e) ||
-        load_matrix(m, layer_name(n, l, "mlp.down_proj.weight"), c->dim, c->hidden_dim, &w->w_down, e))
+    if (load_vector(ld, layer_name(n, l, "input_layernorm.weight"), c->dim, true, &w->attn_norm, e) ||
+        load_matrix(ld, layer_name(n, l, "self_attn.q_proj.weight"), q_dim, c->dim, &w->wq, e) ||
+        load_matrix(ld, layer_name(n, l, "self_attn.k_proj.weight"), kv_dim, c->dim, &w->wk, e) ||
+        load_matrix(ld, layer_name(n, l, "self_attn.v_proj.weight"), kv_dim, c->dim, &w->wv, e) ||
+        load_vector(ld, layer_name(n, l, "self_attn.q_proj.bias"), q_dim, c->qkv_bias, &w->bq, e) ||
+        load_vector(ld, layer_name(n, l, "self_attn.k_proj.bias"), kv_dim, c->qkv_bias, &w->bk, e) ||
+        load_vector(ld, layer_name(n, l, "self_attn.v_proj.bias"), kv_dim, c->qkv_bias, &w->bv, e) ||
+        load_vector(ld, layer_name(n, l, "self_attn.q_norm.weight"), c->head_dim, c->qk_norm, &w->q_norm, e) ||
+        load_vector(ld, layer_name(n, l, "self_attn.k_norm.weight"), c->head_dim, c->qk_norm, &w->k_norm, e) ||
+        load_matrix(ld, layer_name(n, l, "self_attn.o_proj.weight"), c->dim, q_dim, &w->wo, e) ||
+        load_vector(ld, layer_name(n, l, "self_attn.o_proj.bias"), c->dim, c->o_bias, &w->bo, e) ||
+        load_vector(ld, layer_name(n, l, "post_attention_layernorm.weight"), c->dim, true, &w->mlp_norm, e) ||
+        load_matrix(ld, layer_name(n, l, "mlp.gate_proj.weight"), c->hidden_dim, c->dim, &w->w_gate, e) ||
+        load_matrix(ld, layer_name(n, l, "mlp.up_proj.weight"), c->hidden_dim, c->dim, &w->w_up, e) ||
+        load_matrix(ld, layer_name(n, l, "mlp.down_proj.weight"), c->dim, c->hidden_dim, &w->w_down, e) ||
+        load_vector(ld, layer_name(n, l, "mlp.gate_proj.bias"), c->hidden_dim, c->mlp_bias, &w->b_gate, e) ||
+        load_vector(ld, layer_name(n, l, "mlp.up_proj.bias"), c->hidden_dim, c->mlp_bias, &w->b_up, e) ||
+        load_vector(ld, layer_name(n, l, "mlp.down_proj.bias"), c->dim, c->mlp_bias, &w->b_down, e))
         return -1;
+    return 0;
+}
+
+/* Every tensor must have been used, but for those transformers also
+ * ignores: an untied lm_head.weight beside tied embeddings, RoPE's
+ * precomputed inv_freq buffers. */
+static int check_all_used(Loader *ld, Error *e) {
+    const SafeTensors *st = &ld->m->st;
+    const Config *c = &ld->m->config;
+    for (size_t i = 0; i < st->n_tensors; i++) {
+        const char *name = st->tensors[i].name;
+        size_t len = strlen(name), suffix = strlen("rotary_emb.inv_freq");
+        bool ignored = (c->tied_embeddings && strcmp(name, "lm_head.weight") == 0) ||
+                       (len >= suffix && strcmp(name + len - suffix, "rotary_emb.inv_freq") == 0);
+        if (!ld->used[i] && !ignored)
+            return fail(e, "%s: tensor '%s' is not part of a %s model with this config.json", st->tensors[i].file, name,
+                        architecture_name(c->arch));
+    }
     return 0;
 }
 
 static int load_weights(Model *m, Error *e) {
     const Config *c = &m->config;
     TransformerWeights *w = &m->weights;
-    if (load_matrix(m, "model.embed_tokens.weight", c->vocab_size, c->dim, &w->embed, e)) return -1;
+    Loader ld = {.m = m, .used = xcalloc(m->st.n_tensors, sizeof(bool))};
+    int rc = load_matrix(&ld, "model.embed_tokens.weight", c->vocab_size, c->dim, &w->embed, e);
     w->layers = xcalloc((size_t)c->n_layers, sizeof(LayerWeights));
-    for (int l = 0; l < c->n_layers; l++)
-        if (load_layer(m, l, &w->layers[l], e)) return -1;
-    if (load_vector(m, "model.norm.weight", c->dim, false, &w->final_norm, e)) return -1;
-    if (!c->tied_embeddings) return load_matrix(m, "lm_head.weight", c->vocab_size, c->dim, &w->lm_head, e);
-    w->lm_head = w->embed;
-    w->lm_head.owned = NULL;  /* the embedding matrix owns the memory */
-    return 0;
+    for (int l = 0; rc == 0 && l < c->n_layers; l++) rc = load_layer(&ld, l, &w->layers[l], e);
+    if (rc == 0) rc = load_vector(&ld, "model.norm.weight", c->dim, true, &w->final_norm, e);
+    if (rc == 0 && !c->tied_embeddings) rc = load_matrix(&ld, "lm_head.weight", c->vocab_size, c->dim, &w->lm_head, e);
+    if (rc == 0 && c->tied_embeddings) {
+        w->lm_head = w->embed;
+        w->lm_head.owned = NULL;  /* the embedding matrix owns the memory */
+    }
+    if (rc == 0) rc = check_all_used(&ld, e);
+    free(ld.used);
+    return rc;
 }
 
 static void free_weights(Model *m) {
@@ -221,11 +149,9 @@ static void free_weights(Model *m) {
         LayerWeights *lw = &w->layers[l];
         Matrix *mats[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) matrix_free(mats[i]);
-        free(lw->attn_norm);
-        free(lw->mlp_norm);
-        free(lw->bq);
-        free(lw->bk);
-        free(lw->bv);
+        float *vecs[] = {lw->attn_norm, lw->mlp_norm, lw->bq, lw->bk, lw->bv, lw->q_norm, lw->k_norm, lw->bo,
+                         lw->b_gate, lw->b_up, lw->b_down};
+        for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) free(vecs[i]);
     }
     free(w->layers);
     free(w->final_norm);
@@ -243,28 +169,33 @@ size_t model_weight_bytes(const Model *m) {
     return total;
 }
 
-/* ---- run state ---- */
+/* ---- the KV cache and the scratch space ---- */
 
-/* Tokens per forward call: a prompt goes through in blocks of this many. */
-#define BLOCK_TOKENS 128
-
-/* Bytes of the KV cache for seq_len positions, or 0 on overflow. */
-static size_t kv_bytes(const Config *c, int seq_len) {
+size_t kv_cache_bytes(const Config *c, int capacity) {
     size_t n = 2 * sizeof(float);
     if (mul_size(n, (size_t)c->n_layers, &n) || mul_size(n, (size_t)c->n_kv_heads, &n) ||
-        mul_size(n, (size_t)c->head_dim, &n) || mul_size(n, (size_t)seq_len, &n))
-        return 0;
+        mul_size(n, (size_t)c->head_dim, &n) || mul_size(n, (size_t)capacity, &n))
+        return SIZE_MAX;
     return n;
 }
 
-size_t model_kv_bytes(const Model *m) { return kv_bytes(&m->config, m->seq_len); }
+void kv_cache_init(KVCache *kv, const Model *m, int capacity) {
+    size_t floats = kv_cache_bytes(&m->config, capacity) / 2 / sizeof(float);
+    kv->keys = xcalloc(floats, sizeof(float));
+    kv->values = xcalloc(floats, sizeof(float));
+    kv->capacity = capacity;
+}
+
+void kv_cache_free(KVCache *kv) {
+    free(kv->keys);
+    free(kv->values);
+    memset(kv, 0, sizeof *kv);
+}
 
 static void alloc_state(Model *m) {
     const Config *c = &m->config;
     RunState *s = &m->state;
-    size_t T = (size_t)(m->seq_len < BLOCK_TOKENS ? m->seq_len : BLOCK_TOKENS);
-    size_t q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
-    size_t cache = (size_t)c->n_layers * kv_dim * (size_t)m->seq_len;
+    size_t T = BLOCK_TOKENS, q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
     s->max_tokens = (int)T;
     s->x = xcalloc(T * c->dim, sizeof(float));
     s->xb = xcalloc(T * c->dim, sizeof(float));
@@ -278,23 +209,16 @@ static void alloc_state(Model *m) {
     s->inv_freq = xcalloc((size_t)c->head_dim / 2, sizeof(float));
     s->rope_cos = xcalloc(T * c->head_dim / 2, sizeof(float));
     s->rope_sin = xcalloc(T * c->head_dim / 2, sizeof(float));
-    s->scratch_floats = attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK, m->seq_len);
-    s->scores = xcalloc((size_t)pool_size(m->pool) * s->scratch_floats, sizeof(float));
-    s->key_cache = xcalloc(cache, sizeof(float));
-    s->value_cache = xcalloc(cache, sizeof(float));
+    s->scratch_floats = attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK, m->max_context);
+    s->scratch = xcalloc((size_t)pool_size(m->pool) * s->scratch_floats, sizeof(float));
     s->logits_rows = 1;
     s->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
-    /* Pair j turns at theta^(-2j / head_dim) radians per position, computed
-     * in float32 as transformers does. */
-    for (int j = 0; j < c->head_dim / 2; j++) {
-        float exponent = (float)(2 * j) / (float)c->head_dim;
-        s->inv_freq[j] = 1.0f / (float)pow(c->rope_theta, exponent);
-    }
+    rope_frequencies(s->inv_freq, c);
 }
 
 static void free_state(RunState *s) {
     float *bufs[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->out, s->gate, s->up, s->inv_freq,
-                     s->rope_cos, s->rope_sin, s->scores, s->key_cache, s->value_cache, s->logits};
+                     s->rope_cos, s->rope_sin, s->scratch, s->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     memset(s, 0, sizeof *s);
 }
@@ -325,22 +249,17 @@ static char *weights_path(const char *model, Error *e) {
     return NULL;
 }
 
-static int parse_dtype_option(const char *name, WeightType stored, WeightType *out, Error *e) {
-    if (!name) {
-        *out = stored;
-        return 0;
-    }
-    if (strcmp(name, "f32") == 0) *out = WEIGHT_F32;
-    else if (strcmp(name, "q8") == 0) *out = WEIGHT_Q8;
-    else if (strcmp(name, weight_type_name(stored)) == 0) *out = stored;
-    else return fail(e, "--dtype %s: the weights are stored as %s; choose %s, f32 or q8", name, weight_type_name(stored), weight_type_name(stored));
+/* The format to run the big matrices in: as stored, or a conversion. */
+static int choose_dtype(DTypeChoice choice, WeightType stored, WeightType *out, Error *e) {
+    static const WeightType chosen[] = {
+        [DTYPE_AS_BF16] = WEIGHT_BF16, [DTYPE_AS_F16] = WEIGHT_F16, [DTYPE_AS_F32] = WEIGHT_F32, [DTYPE_AS_Q8] = WEIGHT_Q8};
+    *out = choice == DTYPE_AS_STORED ? stored : chosen[choice];
+    /* Half precisions are only run as stored: converting one into the other would round. */
+    bool half = *out == WEIGHT_BF16 || *out == WEIGHT_F16;
+    if (half && *out != stored)
+        return fail(e, "the weights are stored as %s: they can run as %s, f32 or q8, not %s", weight_type_name(stored),
+                    weight_type_name(stored), weight_type_name(*out));
     return 0;
-}
-
-/* Physical memory of the machine, in bytes. */
-static size_t physical_memory(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
 }
 
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
@@ -356,17 +275,13 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     }
     const Config *c = &m->config;
 
-    m->seq_len = opt->context ? opt->context : (c->max_pos < 4096 ? c->max_pos : 4096);
-    /* What grows with the context: the KV cache, and each thread's rows of
-     * attention scores (one per query head of a key/value head). */
-    int threads = opt->threads > 0 ? opt->threads : cpu_count();
-    size_t kv = kv_bytes(c, m->seq_len),
-           scores = (size_t)threads * attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK, m->seq_len) * sizeof(float);
-    if (m->seq_len < 1 || m->seq_len > c->max_pos)
-        rc = fail(e, "context %d is outside [1, %d] (max_position_embeddings)", m->seq_len, c->max_pos);
-    else if (kv == 0 || kv + scores > physical_memory() / 2)
-        rc = fail(e, "context %d needs %.1f GB (KV cache and attention scores), more than this machine can hold; "
-                  "use a smaller -c", m->seq_len, kv ? (double)(kv + scores) / 1e9 : INFINITY);
+    m->max_context = opt->context ? opt->context : (c->max_pos < DEFAULT_CONTEXT ? c->max_pos : DEFAULT_CONTEXT);
+    size_t kv = kv_cache_bytes(c, m->max_context);
+    if (m->max_context < 1 || m->max_context > c->max_pos)
+        rc = fail(e, "a context of %d positions is outside [1, %d] (max_position_embeddings)", m->max_context, c->max_pos);
+    else if (kv > memory_limit() / 2)
+        rc = fail(e, "a KV cache for a context of %d positions takes %.1f GB, more than this machine can hold",
+                  m->max_context, kv == SIZE_MAX ? INFINITY : (double)kv / 1e9);
     else
         rc = st_open(&m->st, path, e);
     free(path);
@@ -377,11 +292,11 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
         st_close(&m->st);
         return -1;
     }
-    if (parse_dtype_option(opt->dtype, weight_type_of(embed->dtype), &m->dtype, e) != 0) {
+    if (choose_dtype(opt->dtype, weight_type_of(embed->dtype), &m->dtype, e) != 0) {
         st_close(&m->st);
         return -1;
     }
-    m->pool = pool_new(threads);
+    m->pool = pool_new(opt->threads > 0 ? opt->threads : cpu_count());
     if (load_weights(m, e) != 0) {
         model_free(m);
         return -1;
@@ -421,8 +336,11 @@ void model_free(Model *m) {
 
 /* ---- the forward pass ---- */
 
+/* Row i of a matrix of rows `width` floats wide. */
+static float *row(float *rows, int i, int width) { return rows + (size_t)i * (size_t)width; }
+
 /* out = x / sqrt(mean(x^2) + eps) * weight, with the mean in double precision
- * as the reference takes it. */
+ * as the reference takes it. out may be x. */
 static void rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
@@ -430,25 +348,46 @@ static void rmsnorm(float *out, const float *x, const float *weight, int n, floa
     for (int i = 0; i < n; i++) out[i] = (float)(x[i] / rms) * weight[i];
 }
 
-static void add(float *y, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] += x[i];
+/* rmsnorm of each of n rows of x into out. */
+static void rmsnorm_rows(float *out, const float *x, const float *weight, int n, int width, float eps) {
+    for (int i = 0; i < n; i++) rmsnorm(row(out, i, width), x + (size_t)i * width, weight, width, eps);
 }
 
-/* cos and sin of every pair's angle at the positions of the block. */
-static void rope_tables(Model *m, int n, int pos) {
-    RunState *s = &m->state;
-    int half = m->config.head_dim / 2;
+/* y[i] += x for each of the n rows of y; nothing when x is NULL (no bias). */
+static void add_to_rows(float *y, const float *x, int n, int width) {
+    if (!x) return;
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < half; j++) {
-            float angle = (float)(pos + i) * s->inv_freq[j];
-            s->rope_cos[i * half + j] = (float)cos(angle);
-            s->rope_sin[i * half + j] = (float)sin(angle);
-        }
+        for (int j = 0; j < width; j++) y[(size_t)i * width + j] += x[j];
 }
 
-/* Rotates each head's pairs (j, j + head_dim/2) by the position's angles:
- * the "half rotation" layout of Hugging Face's Qwen2. */
-static void rope(float *v, int n_heads, int head_dim, const float *cos_, const float *sin_) {
+static void add(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* The tokens of a forward pass and where each belongs. */
+typedef struct {
+    const Chunk *chunks;
+    int n_chunks;
+    int n;                     /* tokens in all */
+    int *first_item;           /* [n_chunks + 1] the chunks' first attention items, see attention_task */
+} Batch;
+
+/* RoPE, in one place: the angles of every token's position, then the
+ * rotation of each head's pairs (j, j + head_dim/2) by them - the "half
+ * rotation" layout of transformers' rotate_half. */
+static void rope_angles(Model *m, const Batch *b) {
+    RunState *s = &m->state;
+    int half = m->config.head_dim / 2, i = 0;
+    for (int c = 0; c < b->n_chunks; c++)
+        for (int t = 0; t < b->chunks[c].n_tokens; t++, i++)
+            for (int j = 0; j < half; j++) {
+                float angle = (float)(b->chunks[c].pos + t) * s->inv_freq[j];
+                s->rope_cos[i * half + j] = (float)cos(angle);
+                s->rope_sin[i * half + j] = (float)sin(angle);
+            }
+}
+
+static void rope_rotate(float *v, int n_heads, int head_dim, const float *cos_, const float *sin_) {
     int half = head_dim / 2;
     for (int h = 0; h < n_heads; h++) {
         float *x = v + h * head_dim;
@@ -460,145 +399,226 @@ static void rope(float *v, int n_heads, int head_dim, const float *cos_, const f
     }
 }
 
-static float *cache_row(const Model *m, float *cache, int layer, int kv_head, int position) {
+/* The first of a cache's rows for layer l, key/value head h: [capacity][head_dim]. */
+static float *cache_head(const Model *m, float *cache, int capacity, int l, int h) {
     const Config *c = &m->config;
-    return cache + (((size_t)layer * c->n_kv_heads + kv_head) * m->seq_len + position) * c->head_dim;
+    return cache + ((size_t)l * c->n_kv_heads + h) * capacity * c->head_dim;
+}
+
+/* Shows a probe one step: rows[n][width] of a single-chunk pass. */
+static void show(const Model *m, const Batch *b, ProbeStep step, int layer, const float *rows, int n, int width) {
+    if (m->probe && m->probe->vectors && b->n_chunks == 1) m->probe->vectors(m->probe->ctx, step, layer, b->chunks[0].pos, n, rows, width);
 }
 
 typedef struct {
     const Model *m;
-    int layer, n, pos;
+    const Batch *b;
+    int layer;
 } AttentionJob;
 
-/* The work is cut into (key/value head, block of query tokens) items, split
- * between the threads: each item is one attend() over the cached keys and
- * values of that head. */
+/* The attention work is cut into items, each one attend() over the cache
+ * of one key/value head for a block of ATTEND_QUERY_BLOCK of one chunk's
+ * query tokens, split between the threads. */
+static void count_attention_items(Batch *b, int n_kv_heads) {
+    b->first_item = xmalloc(((size_t)b->n_chunks + 1) * sizeof *b->first_item);
+    b->first_item[0] = 0;
+    for (int ci = 0; ci < b->n_chunks; ci++) {
+        int blocks = (b->chunks[ci].n_tokens + ATTEND_QUERY_BLOCK - 1) / ATTEND_QUERY_BLOCK;
+        b->first_item[ci + 1] = b->first_item[ci] + blocks * n_kv_heads;
+    }
+}
+
 static void attention_task(void *arg, int thread, int n_threads) {
     const AttentionJob *job = arg;
     const Model *m = job->m;
     const Config *c = &m->config;
     const RunState *s = &m->state;
-    int hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
-    int blocks = (job->n + ATTEND_QUERY_BLOCK - 1) / ATTEND_QUERY_BLOCK;
-    long items = (long)blocks * c->n_kv_heads;
-    float *scratch = s->scores + (size_t)thread * s->scratch_floats;
-    for (long item = items * thread / n_threads; item < items * (thread + 1) / n_threads; item++) {
-        int h = (int)(item % c->n_kv_heads), first = (int)(item / c->n_kv_heads) * ATTEND_QUERY_BLOCK;
-        int n_q = job->n - first < ATTEND_QUERY_BLOCK ? job->n - first : ATTEND_QUERY_BLOCK;
-        size_t at = (size_t)first * c->n_heads * hd + (size_t)h * group * hd;
-        attend(s->att + at, s->q + at, (size_t)c->n_heads * hd, n_q, job->pos + first,
-               cache_row(m, s->key_cache, job->layer, h, 0), cache_row(m, s->value_cache, job->layer, h, 0), group, hd,
-               scratch);
+    int hd = c->head_dim, group = c->n_heads / c->n_kv_heads, items = job->b->first_item[job->b->n_chunks];
+    size_t ld = (size_t)c->n_heads * hd;
+    float *scratch = s->scratch + (size_t)thread * s->scratch_floats;
+    int chunk = 0, token0 = 0;  /* the chunk of the item, and the index of its first token in the batch */
+    for (int item = (int)((long)items * thread / n_threads); item < (int)((long)items * (thread + 1) / n_threads); item++) {
+        while (item >= job->b->first_item[chunk + 1]) token0 += job->b->chunks[chunk++].n_tokens;
+        const Chunk *ch = &job->b->chunks[chunk];
+        int local = item - job->b->first_item[chunk], h = local % c->n_kv_heads, first = local / c->n_kv_heads * ATTEND_QUERY_BLOCK;
+        int n_q = ch->n_tokens - first < ATTEND_QUERY_BLOCK ? ch->n_tokens - first : ATTEND_QUERY_BLOCK;
+        size_t at = (size_t)(token0 + first) * ld + (size_t)h * group * hd;
+        attend(s->att + at, s->q + at, ld, n_q, ch->pos + first, cache_head(m, ch->cache->keys, ch->cache->capacity, job->layer, h),
+               cache_head(m, ch->cache->values, ch->cache->capacity, job->layer, h), group, hd, scratch);
     }
 }
 
-/* "name [v0, v1, v2, v3] |v|=norm" for the -v trace. */
-static void trace(const Model *m, int layer, const char *name, const float *v, int n) {
-    if (!m->trace) return;
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)v[i] * v[i];
-    int show = m->trace_level > 1 ? 8 : 4;
-    if (layer >= 0) fprintf(m->trace, "layer %2d ", layer);
-    fprintf(m->trace, "%-10s [", name);
-    for (int i = 0; i < show && i < n; i++) fprintf(m->trace, "%s%.6f", i ? ", " : "", v[i]);
-    fprintf(m->trace, "%s] |%s|=%.6f\n", n > show ? ", ..." : "", name, sqrt(ss));
+/* For a probe: each head's attention weights, as the definition has them -
+ * softmax over the keys t <= query of q . k_t / sqrt(head_dim). */
+static void show_attention(const Model *m, const Batch *b, int l) {
+    const Probe *p = m->probe;
+    if (!p || !p->attention || !p->want_attention || b->n_chunks != 1) return;
+    const Config *c = &m->config;
+    const Chunk *ch = &b->chunks[0];
+    int hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
+    float *probs = xmalloc((size_t)(ch->pos + ch->n_tokens) * sizeof(float));
+    for (int i = 0; i < ch->n_tokens; i++)
+        for (int h = 0; h < c->n_heads; h++) {
+            const float *q = m->state.q + ((size_t)i * c->n_heads + h) * hd;
+            const float *keys = cache_head(m, ch->cache->keys, ch->cache->capacity, l, h / group);
+            int n_keys = ch->pos + i + 1;
+            for (int t = 0; t < n_keys; t++) {
+                double dot = 0;
+                for (int j = 0; j < hd; j++) dot += (double)q[j] * keys[(size_t)t * hd + j];
+                probs[t] = (float)(dot / sqrt(hd));
+            }
+            softmax(probs, n_keys);
+            p->attention(p->ctx, l, h, ch->pos + i, probs);
+        }
+    free(probs);
 }
 
-static void attention_block(Model *m, int l, int n, int pos) {
+static void attention_block(Model *m, const Batch *b, int l) {
     const Config *c = &m->config;
     RunState *s = &m->state;
     const LayerWeights *w = &m->weights.layers[l];
-    int dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd, last = n - 1;
+    int n = b->n, dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
 
     /* Normalise, then project to queries, keys and values. */
-    for (int i = 0; i < n; i++) rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, w->attn_norm, dim, c->norm_eps);
-    if (m->trace_level > 1) trace(m, l, "attn_norm", s->xb + (size_t)last * dim, dim);
+    rmsnorm_rows(s->xb, s->x, w->attn_norm, n, dim, c->norm_eps);
+    show(m, b, PROBE_ATTN_NORM, l, s->xb, n, dim);
     matmul(s->q, s->xb, &w->wq, n, m->pool);
     matmul(s->k, s->xb, &w->wk, n, m->pool);
     matmul(s->v, s->xb, &w->wv, n, m->pool);
-    for (int i = 0; i < n; i++) {
-        float *q = s->q + (size_t)i * q_dim, *k = s->k + (size_t)i * kv_dim, *v = s->v + (size_t)i * kv_dim;
-        if (w->bq) add(q, w->bq, q_dim);
-        if (w->bk) add(k, w->bk, kv_dim);
-        if (w->bv) add(v, w->bv, kv_dim);
-        /* Rotate queries and keys by their position, and append keys and
-         * values to the cache. */
-        rope(q, c->n_heads, hd, s->rope_cos + (size_t)i * hd / 2, s->rope_sin + (size_t)i * hd / 2);
-        rope(k, c->n_kv_heads, hd, s->rope_cos + (size_t)i * hd / 2, s->rope_sin + (size_t)i * hd / 2);
-        for (int h = 0; h < c->n_kv_heads; h++) {
-            memcpy(cache_row(m, s->key_cache, l, h, pos + i), k + h * hd, (size_t)hd * sizeof(float));
-            memcpy(cache_row(m, s->value_cache, l, h, pos + i), v + h * hd, (size_t)hd * sizeof(float));
+    add_to_rows(s->q, w->bq, n, q_dim);
+    add_to_rows(s->k, w->bk, n, kv_dim);
+    add_to_rows(s->v, w->bv, n, kv_dim);
+
+    /* Qwen3 normalises each head of q and k; then both are rotated by their
+     * position, and the keys and values join their sequence's cache. */
+    int i = 0;
+    for (int ci = 0; ci < b->n_chunks; ci++) {
+        const Chunk *ch = &b->chunks[ci];
+        for (int t = 0; t < ch->n_tokens; t++, i++) {
+            float *q = row(s->q, i, q_dim), *k = row(s->k, i, kv_dim), *v = row(s->v, i, kv_dim);
+            if (w->q_norm) rmsnorm_rows(q, q, w->q_norm, c->n_heads, hd, c->norm_eps);
+            if (w->k_norm) rmsnorm_rows(k, k, w->k_norm, c->n_kv_heads, hd, c->norm_eps);
+            rope_rotate(q, c->n_heads, hd, row(s->rope_cos, i, hd / 2), row(s->rope_sin, i, hd / 2));
+            rope_rotate(k, c->n_kv_heads, hd, row(s->rope_cos, i, hd / 2), row(s->rope_sin, i, hd / 2));
+            for (int h = 0; h < c->n_kv_heads; h++) {
+                size_t at = (size_t)(ch->pos + t) * hd;
+                memcpy(cache_head(m, ch->cache->keys, ch->cache->capacity, l, h) + at, k + h * hd, (size_t)hd * sizeof(float));
+                memcpy(cache_head(m, ch->cache->values, ch->cache->capacity, l, h) + at, v + h * hd, (size_t)hd * sizeof(float));
+            }
         }
     }
-    trace(m, l, "q", s->q + (size_t)last * q_dim, q_dim);
-    trace(m, l, "k", s->k + (size_t)last * kv_dim, kv_dim);
-    trace(m, l, "v", s->v + (size_t)last * kv_dim, kv_dim);
+    show(m, b, PROBE_Q, l, s->q, n, q_dim);
+    show(m, b, PROBE_K, l, s->k, n, kv_dim);
+    show(m, b, PROBE_V, l, s->v, n, kv_dim);
 
-    /* Every query head attends over its position and all earlier ones. */
-    AttentionJob job = {m, l, n, pos};
+    /* Every query head attends over its position and all earlier ones of
+     * its own sequence. */
+    AttentionJob job = {.m = m, .b = b, .layer = l};
     pool_run(m->pool, attention_task, &job);
-    if (m->trace_level > 1) trace(m, l, "attn_out", s->att + (size_t)last * q_dim, q_dim);
+    show_attention(m, b, l);
+    show(m, b, PROBE_ATTN_HEADS, l, s->att, n, q_dim);
 
     /* The heads' outputs are mixed back into the residual stream. */
     matmul(s->out, s->att, &w->wo, n, m->pool);
-    add(s->x, s->out, n * dim);
-    trace(m, l, "x+attn", s->x + (size_t)last * dim, dim);
+    add_to_rows(s->out, w->bo, n, dim);
+    show(m, b, PROBE_ATTN_OUT, l, s->out, n, dim);
+    add(s->x, s->out, (size_t)n * dim);
+    show(m, b, PROBE_RESID_ATTN, l, s->x, n, dim);
 }
 
-static void mlp_block(Model *m, int l, int n) {
+static void mlp_block(Model *m, const Batch *b, int l) {
     const Config *c = &m->config;
     RunState *s = &m->state;
     const LayerWeights *w = &m->weights.layers[l];
-    int dim = c->dim, hidden = c->hidden_dim, last = n - 1;
+    int n = b->n, dim = c->dim, hidden = c->hidden_dim;
 
     /* Normalise, then the SwiGLU MLP: down(silu(gate(x)) * up(x)). */
-    for (int i = 0; i < n; i++) rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, w->mlp_norm, dim, c->norm_eps);
-    if (m->trace_level > 1) trace(m, l, "mlp_norm", s->xb + (size_t)last * dim, dim);
+    rmsnorm_rows(s->xb, s->x, w->mlp_norm, n, dim, c->norm_eps);
+    show(m, b, PROBE_MLP_NORM, l, s->xb, n, dim);
     matmul(s->gate, s->xb, &w->w_gate, n, m->pool);
     matmul(s->up, s->xb, &w->w_up, n, m->pool);
+    add_to_rows(s->gate, w->b_gate, n, hidden);
+    add_to_rows(s->up, w->b_up, n, hidden);
     swiglu(s->gate, s->up, (size_t)n * hidden, m->pool);
-    if (m->trace_level > 1) trace(m, l, "mlp_hidden", s->gate + (size_t)last * hidden, hidden);
+    show(m, b, PROBE_MLP_HIDDEN, l, s->gate, n, hidden);
     matmul(s->out, s->gate, &w->w_down, n, m->pool);
-    add(s->x, s->out, n * dim);
-    trace(m, l, "x+mlp", s->x + (size_t)last * dim, dim);
+    add_to_rows(s->out, w->b_down, n, dim);
+    show(m, b, PROBE_MLP_OUT, l, s->out, n, dim);
+    add(s->x, s->out, (size_t)n * dim);
+    show(m, b, PROBE_RESID, l, s->x, n, dim);
 }
 
-float *forward(Model *m, const int *tokens, int n, int pos, bool all_logits) {
+/* Room for `rows` rows of logits. */
+static void reserve_logits(Model *m, int rows) {
+    RunState *s = &m->state;
+    if (rows <= s->logits_rows) return;
+    free(s->logits);
+    s->logits = xcalloc((size_t)rows * m->config.vocab_size, sizeof(float));
+    s->logits_rows = rows;
+}
+
+float *forward_batch(Model *m, const Chunk *chunks, int n_chunks) {
     const Config *c = &m->config;
     RunState *s = &m->state;
     int dim = c->dim;
+    Batch b = {.chunks = chunks, .n_chunks = n_chunks, .n = 0};
+    for (int i = 0; i < n_chunks; i++) b.n += chunks[i].n_tokens;
+    count_attention_items(&b, c->n_kv_heads);
     wait_for_warm_up(m);
 
     /* Each token's embedding starts its residual stream. */
-    for (int i = 0; i < n; i++) matrix_row(s->x + (size_t)i * dim, &m->weights.embed, tokens[i]);
-    if (m->trace_level > 1) trace(m, -1, "embedding", s->x + (size_t)(n - 1) * dim, dim);
-    rope_tables(m, n, pos);
+    int i = 0;
+    for (int ci = 0; ci < n_chunks; ci++)
+        for (int t = 0; t < chunks[ci].n_tokens; t++, i++) matrix_row(row(s->x, i, dim), &m->weights.embed, chunks[ci].tokens[t]);
+    show(m, &b, PROBE_EMBEDDING, -1, s->x, b.n, dim);
+    rope_angles(m, &b);
 
     for (int l = 0; l < c->n_layers; l++) {
-        attention_block(m, l, n, pos);
-        mlp_block(m, l, n);
+        attention_block(m, &b, l);
+        mlp_block(m, &b, l);
     }
 
     /* The final norm and the output head turn the residual stream into
-     * logits: of the last token only, unless every token's are wanted. */
-    int first = all_logits ? 0 : n - 1, rows = n - first;
-    if (rows > s->logits_rows) {
-        free(s->logits);
-        s->logits = xcalloc((size_t)rows * c->vocab_size, sizeof(float));
-        s->logits_rows = rows;
+     * logits: of each chunk's last token, or of all its tokens. */
+    int rows = 0;
+    i = 0;
+    for (int ci = 0; ci < n_chunks; ci++) {
+        int n = chunks[ci].n_tokens, first = chunks[ci].all_logits ? 0 : n - 1;
+        for (int t = first; t < n; t++) rmsnorm(row(s->xb, rows++, dim), row(s->x, i + t, dim), m->weights.final_norm, dim, c->norm_eps);
+        i += n;
     }
-    for (int i = first; i < n; i++)
-        rmsnorm(s->xb + (size_t)(i - first) * dim, s->x + (size_t)i * dim, m->weights.final_norm, dim, c->norm_eps);
-    if (m->trace_level > 1) trace(m, -1, "final_norm", s->xb + (size_t)(rows - 1) * dim, dim);
+    show(m, &b, PROBE_FINAL_NORM, -1, s->xb, rows, dim);
+    reserve_logits(m, rows);
     matmul(s->logits, s->xb, &m->weights.lm_head, rows, m->pool);
+    free(b.first_item);
     return s->logits;
 }
 
-float *forward_prompt(Model *m, const int *tokens, int n, int pos) {
+float *forward(Model *m, KVCache *kv, const int *tokens, int n, int pos, bool all_logits) {
+    Chunk chunk = {.cache = kv, .tokens = tokens, .n_tokens = n, .pos = pos, .all_logits = all_logits};
+    return forward_batch(m, &chunk, 1);
+}
+
+float *forward_prompt(Model *m, KVCache *kv, const int *tokens, int n, int pos) {
     float *logits = NULL;
     for (int done = 0; done < n; done += m->state.max_tokens) {
         int block = n - done < m->state.max_tokens ? n - done : m->state.max_tokens;
-        logits = forward(m, tokens + done, block, pos + done, false);
+        logits = forward(m, kv, tokens + done, block, pos + done, false);
     }
     return logits;
+}
+
+void logits_of_residual(Model *m, float *logits, const float *rows, int n) {
+    const Config *c = &m->config;
+    rmsnorm_rows(m->state.xb, rows, m->weights.final_norm, n, c->dim, c->norm_eps);
+    matmul(logits, m->state.xb, &m->weights.lm_head, n, m->pool);
+}
+
+const char *probe_step_name(ProbeStep step) {
+    static const char *names[PROBE_STEPS] = {
+        [PROBE_EMBEDDING] = "embedding", [PROBE_ATTN_NORM] = "attn_norm", [PROBE_Q] = "q", [PROBE_K] = "k",
+        [PROBE_V] = "v", [PROBE_ATTN_HEADS] = "attn_heads", [PROBE_ATTN_OUT] = "attn_out",
+        [PROBE_RESID_ATTN] = "x+attn", [PROBE_MLP_NORM] = "mlp_norm", [PROBE_MLP_HIDDEN] = "mlp_hidden",
+        [PROBE_MLP_OUT] = "mlp_out", [PROBE_RESID] = "x+mlp", [PROBE_FINAL_NORM] = "final_norm"};
+    return step < PROBE_STEPS ? names[step] : "?";
 }

@@ -1,57 +1,33 @@
-/* net.h - the Qwen2 transformer: its configuration, its weights (views into
- * the mapped checkpoint, or converted copies), the state a forward pass needs
- * (activations and the KV cache), and the forward pass itself. */
+/* net.h - the transformer: its weights (views into the mapped checkpoint, or
+ * converted copies), the KV cache of a sequence, and the forward pass.
+ *
+ * One forward pass serves every use: a prompt (a block of tokens of one
+ * sequence), a single decoding step, or a batch of several sequences at once
+ * (the server's slots), each sequence with its own KV cache and position.
+ * The weights are read once per pass for all the tokens in it. */
 #ifndef NET_H
 #define NET_H
 
 #include <pthread.h>
 #include <stdbool.h>
-#include <stdio.h>
 
-#include "json.h"
+#include "config.h"
 #include "kernels.h"
 #include "safetensors.h"
 #include "threads.h"
 #include "util.h"
 
-#define MAX_EOS_IDS 8
-
-typedef struct {
-    int dim;              /* hidden_size: width of the residual stream */
-    int hidden_dim;       /* intermediate_size: width of the MLP */
-    int n_layers;         /* num_hidden_layers */
-    int n_heads;          /* num_attention_heads: query heads */
-    int n_kv_heads;       /* num_key_value_heads: each serves n_heads / n_kv_heads queries */
-    int head_dim;         /* head_dim, or hidden_size / num_attention_heads */
-    int vocab_size;
-    int max_pos;          /* max_position_embeddings */
-    float rope_theta;     /* RoPE base frequency */
-    float norm_eps;       /* rms_norm_eps */
-    bool tied_embeddings; /* tie_word_embeddings: the output head is the embedding matrix */
-    int bos_id;           /* bos_token_id, or -1 (ids past the vocabulary are never produced) */
-    int eos_ids[MAX_EOS_IDS]; /* eos_token_id (a number or a list) */
-    int n_eos;
-} Config;
-
-/* eos_token_id of a config.json or generation_config.json (root): absent
- * (leaves *n_ids as it is), one id, or a list of ids. */
-int read_eos_ids(const char *path, const JsonValue *root, int ids[MAX_EOS_IDS], int *n_ids, Error *e);
-
-/* Reads and checks config.json: every field present, in range, consistent. */
-int config_load(Config *c, const char *path, Error *e);
-
-/* The same checks on the text of a config.json already in memory (which
- * need not be NUL-terminated); `label` names it in errors. */
-int config_parse(Config *c, const char *text, size_t len, const char *label, Error *e);
-
 typedef struct {
     float *attn_norm;          /* [dim] input_layernorm */
     Matrix wq, wk, wv;         /* [n_heads * head_dim, dim], [n_kv_heads * head_dim, dim] x 2 */
     float *bq, *bk, *bv;       /* their biases, or NULL */
+    float *q_norm, *k_norm;    /* [head_dim] per-head RMSNorm of q and k (qwen3), or NULL */
     Matrix wo;                 /* [dim, n_heads * head_dim] */
+    float *bo;                 /* its bias, or NULL */
     float *mlp_norm;           /* [dim] post_attention_layernorm */
     Matrix w_gate, w_up;       /* [hidden_dim, dim] */
     Matrix w_down;             /* [dim, hidden_dim] */
+    float *b_gate, *b_up, *b_down; /* their biases, or NULL */
 } LayerWeights;
 
 typedef struct {
@@ -61,7 +37,16 @@ typedef struct {
     Matrix lm_head;            /* [vocab_size, dim]: a copy of embed's view when tied */
 } TransformerWeights;
 
-/* Activations for a block of up to max_tokens tokens, and the KV cache. */
+/* The keys and values of one sequence's past tokens: what attention looks
+ * back at. Position p of layer l, key/value head h is the row
+ * keys[((l * n_kv_heads + h) * capacity + p) * head_dim ...]. */
+typedef struct {
+    float *keys;               /* [n_layers, n_kv_heads, capacity, head_dim] */
+    float *values;             /* the same */
+    int capacity;              /* positions it holds */
+} KVCache;
+
+/* Scratch space for the activations of up to max_tokens tokens. */
 typedef struct {
     int max_tokens;            /* tokens per forward call */
     float *x;                  /* [max_tokens, dim] residual stream */
@@ -73,36 +58,68 @@ typedef struct {
     float *gate, *up;          /* [max_tokens, hidden_dim] */
     float *inv_freq;           /* [head_dim / 2] RoPE frequency of each pair */
     float *rope_cos, *rope_sin;/* [max_tokens, head_dim / 2] at each token's position */
-    float *scores;             /* [n_threads, scratch_floats] attention's scratch space */
+    float *scratch;            /* [n_threads, scratch_floats] attention's working space */
     size_t scratch_floats;
-    float *key_cache;          /* [n_layers, n_kv_heads, seq_len, head_dim] */
-    float *value_cache;        /* same */
     float *logits;             /* [logits_rows, vocab_size] */
     int logits_rows;
 } RunState;
 
+typedef enum { DTYPE_AS_STORED, DTYPE_AS_BF16, DTYPE_AS_F16, DTYPE_AS_F32, DTYPE_AS_Q8 } DTypeChoice;
+
 typedef struct {
-    int context;               /* KV cache length; 0: min(max_position_embeddings, 4096) */
+    int context;               /* longest sequence (KV cache capacity); 0: min(max_position_embeddings, 4096) */
     int threads;               /* 0: one per CPU */
-    const char *dtype;         /* "bf16", "f16", "f32", "q8", or NULL: as stored */
+    DTypeChoice dtype;         /* the format of the big matrices */
 } ModelOptions;
+
+/* What a probe is shown: one step of the forward pass for a block of
+ * n_tokens tokens, rows of `width` floats. */
+typedef enum {
+    PROBE_EMBEDDING,           /* the token embeddings: the residual stream before layer 0 */
+    PROBE_ATTN_NORM,           /* the normalised input of attention */
+    PROBE_Q, PROBE_K, PROBE_V, /* queries, keys, values (after norms and RoPE) */
+    PROBE_ATTN_HEADS,          /* the heads' outputs, before o_proj */
+    PROBE_ATTN_OUT,            /* what attention adds to the residual stream */
+    PROBE_RESID_ATTN,          /* the residual stream after attention */
+    PROBE_MLP_NORM,            /* the normalised input of the MLP */
+    PROBE_MLP_HIDDEN,          /* silu(gate) * up */
+    PROBE_MLP_OUT,             /* what the MLP adds */
+    PROBE_RESID,               /* the residual stream after the layer */
+    PROBE_FINAL_NORM,          /* the final norm's output (layer -1) */
+    PROBE_STEPS
+} ProbeStep;
+
+const char *probe_step_name(ProbeStep step);
+
+/* Watches a forward pass: the trace of `fwd -v` and the HTML report are
+ * probes. Each callback may be NULL. Only single-sequence passes are probed. */
+typedef struct {
+    void *ctx;
+    /* Step `step` of layer `layer` (-1 outside the layers) for tokens at
+     * positions pos .. pos + n_tokens - 1: rows[n_tokens][width]. */
+    void (*vectors)(void *ctx, ProbeStep step, int layer, int pos, int n_tokens, const float *rows, int width);
+    /* With want_attention: each head's attention weights for the query at
+     * position `query`, over keys 0..query: probs[query + 1]. Computing them is
+     * extra work done only for the probe. */
+    void (*attention)(void *ctx, int layer, int head, int query, const float *probs);
+    bool want_attention;
+} Probe;
 
 typedef struct {
     Config config;
     TransformerWeights weights;
     RunState state;
-    int seq_len;               /* context length: positions the KV cache holds */
+    int max_context;           /* the largest KV cache capacity a forward pass accepts */
     WeightType dtype;          /* format of the big matrices */
     SafeTensors st;            /* the mapped checkpoint */
     ThreadPool *pool;
     pthread_t warm_up;         /* the thread mapping the weights in, see model_warm_up */
     bool warming_up;
-    FILE *trace;               /* when set, forward prints each layer's values here */
-    int trace_level;           /* 1: first 4 values and norms; 2: more */
+    const Probe *probe;        /* when set, forward shows it each step */
 } Model;
 
 /* Loads MODEL (a checkpoint folder or a file in it): config, weights with
- * every shape checked, and the run state. */
+ * every shape checked, and the scratch space. */
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e);
 void model_free(Model *m);
 
@@ -112,16 +129,39 @@ void model_free(Model *m);
  * tokenizer) overlaps with it. */
 void model_warm_up(Model *m);
 
-/* Bytes of the weights as run, and of the KV cache. */
+/* Bytes of the weights as run, and of a KV cache of `capacity` positions. */
 size_t model_weight_bytes(const Model *m);
-size_t model_kv_bytes(const Model *m);
+size_t kv_cache_bytes(const Config *c, int capacity);
 
-/* Runs tokens[0..n) at positions pos..pos+n-1 (n <= state.max_tokens,
- * pos + n <= seq_len), adding them to the KV cache. Returns the logits of the
- * last token [vocab_size], or of every token [n, vocab_size] if all_logits. */
-float *forward(Model *m, const int *tokens, int n, int pos, bool all_logits);
+/* A KV cache for capacity (<= m->max_context) positions; free with kv_cache_free. */
+void kv_cache_init(KVCache *kv, const Model *m, int capacity);
+void kv_cache_free(KVCache *kv);
 
-/* Feeds any number of tokens in blocks; returns the last token's logits. */
-float *forward_prompt(Model *m, const int *tokens, int n, int pos);
+/* A run of consecutive tokens of one sequence, for forward_batch: tokens[i]
+ * is at position pos + i, and positions 0 .. pos - 1 are already in cache. */
+typedef struct {
+    KVCache *cache;
+    const int *tokens;         /* [n_tokens] */
+    int n_tokens;
+    int pos;
+    bool all_logits;           /* the logits of every token, else of the last only */
+} Chunk;
+
+/* Runs the chunks' tokens through the model in one pass (at most
+ * state.max_tokens tokens in all; pos + n_tokens <= cache capacity),
+ * adding their keys and values to their caches. Returns the logits: for
+ * each chunk in order, n_tokens rows if all_logits else one, of vocab_size
+ * floats. Every row is exactly what the chunk would get alone. */
+float *forward_batch(Model *m, const Chunk *chunks, int n_chunks);
+
+/* One chunk: tokens[0..n) (n <= state.max_tokens) at positions pos.. of kv. */
+float *forward(Model *m, KVCache *kv, const int *tokens, int n, int pos, bool all_logits);
+
+/* Any number of tokens, in blocks; returns the last token's logits. */
+float *forward_prompt(Model *m, KVCache *kv, const int *tokens, int n, int pos);
+
+/* The logit lens: the final norm and the output head applied to rows of a
+ * residual stream, rows[n][dim] -> logits[n][vocab_size] (n <= state.max_tokens). */
+void logits_of_residual(Model *m, float *logits, const float *rows, int n);
 
 #endif

@@ -42,6 +42,8 @@ struct Sampler {
     SamplerCandidate *ranked;      /* [vocab_size] top-p's working copy, reordered by quickselect */
     float *heap;                   /* [top_k] top-k's k largest logits seen so far */
     unsigned char *penalized;      /* [vocab_size] 1 for ids already penalised this step */
+    int *counts;                   /* [vocab_size] times each id was generated (presence/frequency) */
+    SamplerTrace *trace;           /* filled at each step when not NULL */
 };
 
 int sampler_check_config(const SamplerConfig *cfg, Error *e) {
@@ -54,6 +56,10 @@ int sampler_check_config(const SamplerConfig *cfg, Error *e) {
     if (!(cfg->min_p >= 0 && cfg->min_p <= 1)) return fail(e, "min-p must be in [0, 1] (0 = off), got %g", cfg->min_p);
     if (!(cfg->repeat_penalty > 0 && isfinite(cfg->repeat_penalty)))
         return fail(e, "repeat penalty must be > 0 (1 = off), got %g", cfg->repeat_penalty);
+    if (!(cfg->presence_penalty >= -2 && cfg->presence_penalty <= 2))
+        return fail(e, "presence penalty must be in [-2, 2] (0 = off), got %g", cfg->presence_penalty);
+    if (!(cfg->frequency_penalty >= -2 && cfg->frequency_penalty <= 2))
+        return fail(e, "frequency penalty must be in [-2, 2] (0 = off), got %g", cfg->frequency_penalty);
     return 0;
 }
 
@@ -74,6 +80,7 @@ Sampler *sampler_new(const SamplerConfig *cfg, int vocab_size, Error *e) {
     s->ranked = xcalloc((size_t)vocab_size, sizeof *s->ranked);
     s->heap = xcalloc(top_k_on(s) ? (size_t)cfg->top_k : 0, sizeof *s->heap);
     s->penalized = xcalloc((size_t)vocab_size, 1);
+    s->counts = xcalloc((size_t)vocab_size, sizeof *s->counts);
     return s;
 }
 
@@ -83,6 +90,7 @@ void sampler_free(Sampler *s) {
     free(s->ranked);
     free(s->heap);
     free(s->penalized);
+    free(s->counts);
     free(s);
 }
 
@@ -103,6 +111,20 @@ static void apply_repetition_penalty(Sampler *s, float *logits, const int *conte
     /* Clear the marks through the context, not the whole vocabulary. */
     for (size_t i = 0; i < n_context; i++)
         if (context[i] >= 0 && context[i] < s->vocab_size) s->penalized[context[i]] = 0;
+}
+
+/* OpenAI's presence and frequency penalties, over the generated ids alone:
+ * logit -= count * frequency_penalty + (count > 0) * presence_penalty. */
+static void apply_openai_penalties(Sampler *s, float *logits, const int *generated, size_t n) {
+    if (s->cfg.presence_penalty == 0 && s->cfg.frequency_penalty == 0) return;
+    for (size_t i = 0; i < n; i++)
+        if (generated[i] >= 0 && generated[i] < s->vocab_size) s->counts[generated[i]]++;
+    for (size_t i = 0; i < n; i++) {
+        int id = generated[i];
+        if (id < 0 || id >= s->vocab_size || s->counts[id] == 0) continue;
+        logits[id] -= (float)(s->counts[id] * s->cfg.frequency_penalty + s->cfg.presence_penalty);
+        s->counts[id] = 0;  /* once per distinct id; this also clears the counts */
+    }
 }
 
 /* The id of the largest logit; on a tie the lowest id, as torch.argmax. */
@@ -281,16 +303,51 @@ static size_t min_p_filter(SamplerCandidate *c, size_t n, size_t top, double min
     return kept;
 }
 
+/* ---- the trace ---- */
+
+void sampler_set_trace(Sampler *s, SamplerTrace *trace) { s->trace = trace; }
+
+/* Records the top of the softmax over some tokens: the candidates c[0..n),
+ * or when c is NULL the whole vocabulary with logits[]. */
+static void record_stage(Sampler *s, const char *name, const float *logits, const SamplerCandidate *c, size_t n) {
+    SamplerTrace *t = s->trace;
+    if (!t || t->n_stages == SAMPLER_MAX_STAGES) return;
+    SamplerStage *st = &t->stages[t->n_stages++];
+    *st = (SamplerStage){.name = name, .n = 0, .n_left = (int)n};
+    float max = -INFINITY;
+    for (size_t i = 0; i < n; i++) max = fmaxf(max, c ? c[i].logit : logits[i]);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += exp((double)(c ? c[i].logit : logits[i]) - max);
+    /* Insertion into the top list, most probable first (lower id on a tie). */
+    float top[SAMPLER_TRACE_TOP];
+    for (size_t i = 0; i < n; i++) {
+        float logit = c ? c[i].logit : logits[i];
+        int id = c ? c[i].id : (int)i, at = st->n < SAMPLER_TRACE_TOP ? st->n++ : SAMPLER_TRACE_TOP;
+        while (at > 0 && logit > top[at - 1]) {
+            if (at < SAMPLER_TRACE_TOP) top[at] = top[at - 1], st->ids[at] = st->ids[at - 1];
+            at--;
+        }
+        if (at < SAMPLER_TRACE_TOP) top[at] = logit, st->ids[at] = id;
+    }
+    for (int i = 0; i < st->n; i++) st->probs[i] = (float)(exp((double)top[i] - max) / sum);
+}
+
 /* ---- the steps together ---- */
 
-size_t sampler_candidates(Sampler *s, float *logits, const int *context, size_t n_context,
+size_t sampler_candidates(Sampler *s, float *logits, const int *context, size_t n_context, size_t n_generated,
                           const SamplerCandidate **out) {
     const SamplerConfig *cfg = &s->cfg;
     SamplerCandidate *c = s->candidates;
+    size_t vocab = (size_t)s->vocab_size;
     *out = c;
+    if (s->trace) s->trace->n_stages = 0;
+    record_stage(s, "model", logits, NULL, vocab);
 
-    /* The penalty is a logits processor: HF applies it before greedy too. */
+    /* The penalties are logits processors: HF applies them before greedy too. */
     apply_repetition_penalty(s, logits, context, n_context);
+    apply_openai_penalties(s, logits, context + n_context - n_generated, n_generated);
+    if (cfg->repeat_penalty != 1 || cfg->presence_penalty != 0 || cfg->frequency_penalty != 0)
+        record_stage(s, "penalties", logits, NULL, vocab);
     if (cfg->temperature == 0) {
         int best = argmax(logits, s->vocab_size);
         c[0] = (SamplerCandidate){best, logits[best], 1};
@@ -300,16 +357,20 @@ size_t sampler_candidates(Sampler *s, float *logits, const int *context, size_t 
     /* Temperature first: every later step sees the scaled logits. */
     float temperature = (float)cfg->temperature;
     for (int i = 0; i < s->vocab_size; i++) logits[i] /= temperature;
+    record_stage(s, "temperature", logits, NULL, vocab);
 
     size_t n = gather_candidates(s, logits);
+    if (top_k_on(s)) record_stage(s, "top-k", NULL, c, n);
     /* Top-p and min-p each judge by the softmax of what is left before them. */
     if (cfg->top_p < 1) {
         size_t top = softmax(c, n);
         n = top_p_filter(s, n, top);
+        record_stage(s, "top-p", NULL, c, n);
     }
     if (cfg->min_p > 0) {
         size_t top = softmax(c, n);
         n = min_p_filter(c, n, top, cfg->min_p);
+        record_stage(s, "min-p", NULL, c, n);
     }
     softmax(c, n);
     return n;
@@ -330,9 +391,10 @@ int sampler_pick(const SamplerCandidate *candidates, size_t n, double u) {
     return candidates[n - 1].id;  /* only for u >= 1, outside the contract */
 }
 
-int sampler_sample(Sampler *s, float *logits, const int *context, size_t n_context) {
+int sampler_sample(Sampler *s, float *logits, const int *context, size_t n_context, size_t n_generated) {
     const SamplerCandidate *c;
-    size_t n = sampler_candidates(s, logits, context, n_context, &c);
-    if (s->cfg.temperature == 0) return c[0].id;
-    return sampler_pick(c, n, rng_uniform(&s->rng));
+    size_t n = sampler_candidates(s, logits, context, n_context, n_generated, &c);
+    int id = s->cfg.temperature == 0 ? c[0].id : sampler_pick(c, n, rng_uniform(&s->rng));
+    if (s->trace) s->trace->chosen = id;
+    return id;
 }

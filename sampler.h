@@ -1,7 +1,7 @@
 /* sampler.h - turns one step's logits into the next token id, the way
  * Hugging Face transformers' `generate` does it:
  *
- *   repetition penalty, then either argmax (temperature 0) or
+ *   penalties, then either argmax (temperature 0) or
  *   temperature -> top-k -> top-p -> min-p -> a draw from what remains,
  *
  * with a seeded random generator of our own, so that a seed gives the same
@@ -43,6 +43,10 @@ typedef struct {
                                as the most probable one; 0 = off */
     double repeat_penalty;  /* > 0: weighs against tokens already in the context
                                (> 1 discourages them, < 1 favours them); 1 = off */
+    double presence_penalty;   /* in [-2, 2], OpenAI's: subtracted from the logit of
+                                  every token generated so far; 0 = off */
+    double frequency_penalty;  /* in [-2, 2], OpenAI's: subtracted once per time a
+                                  token was generated so far; 0 = off */
     uint64_t seed;          /* seeds the random generator */
 } SamplerConfig;
 
@@ -55,6 +59,32 @@ typedef struct {
 
 typedef struct Sampler Sampler;
 
+/* ---- watching the sampler work ---- */
+
+enum { SAMPLER_TRACE_TOP = 10, SAMPLER_MAX_STAGES = 6 };
+
+/* The most probable tokens of one stage's distribution (the softmax of the
+ * logits at that point), most probable first. */
+typedef struct {
+    const char *name;       /* "model", "penalties", "temperature", "top-k", "top-p", "min-p" */
+    int n;                  /* entries in ids and probs (fewer when fewer tokens are left) */
+    int ids[SAMPLER_TRACE_TOP];
+    float probs[SAMPLER_TRACE_TOP];
+    int n_left;             /* tokens still in the running at this stage */
+} SamplerStage;
+
+/* What one step did: the distribution after each stage that ran, in order
+ * (the first is the model's own), and the token chosen. */
+typedef struct {
+    int n_stages;
+    SamplerStage stages[SAMPLER_MAX_STAGES];
+    int chosen;
+} SamplerTrace;
+
+/* When trace is not NULL, every later step fills it (extra work: a softmax
+ * over the vocabulary per stage); NULL stops it. */
+void sampler_set_trace(Sampler *s, SamplerTrace *trace);
+
 /* Checks every setting's range; on a bad one returns -1 with e.g.
  * "top-p must be in (0, 1] (1 = off), got 1.5" in e. */
 int sampler_check_config(const SamplerConfig *cfg, Error *e);
@@ -66,13 +96,14 @@ void sampler_free(Sampler *s);
 
 /* The next token, given this step's logits[vocab_size] and the context so far
  * (prompt + generated ids, for the repetition penalty; ids outside the
- * vocabulary are ignored). Draws exactly one random number per call, none
- * when greedy.
+ * vocabulary are ignored), of which the last n_generated were generated (for
+ * the presence and frequency penalties). Draws exactly one random number per
+ * call, none when greedy.
  *
  * The logits are modified in place: they come back with the repetition
  * penalty applied and divided by the temperature. They must not hold NaN,
  * and at least one must be finite. */
-int sampler_sample(Sampler *s, float *logits, const int *context, size_t n_context);
+int sampler_sample(Sampler *s, float *logits, const int *context, size_t n_context, size_t n_generated);
 
 /* Everything sampler_sample does but the draw: penalises, filters and
  * normalises, and points *out at the candidates left, in ascending id order,
@@ -80,7 +111,7 @@ int sampler_sample(Sampler *s, float *logits, const int *context, size_t n_conte
  * of -inf, or one far below the rest, can leave a candidate of probability
  * 0. Returns their number. *out is the sampler's own memory, valid until the
  * next call. The logits are modified as for sampler_sample. */
-size_t sampler_candidates(Sampler *s, float *logits, const int *context, size_t n_context,
+size_t sampler_candidates(Sampler *s, float *logits, const int *context, size_t n_context, size_t n_generated,
                           const SamplerCandidate **out);
 
 /* The draw: the candidate that u in [0, 1) lands on when the probabilities

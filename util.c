@@ -183,6 +183,28 @@ char *model_path(const char *model, const char *name) {
     return p;
 }
 
+/* The number in a one-line file such as a cgroup's memory.max, or
+ * SIZE_MAX when it is absent, "max" or unreadable. */
+static size_t read_limit_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return SIZE_MAX;
+    unsigned long long v;
+    int ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    return ok && v < SIZE_MAX ? (size_t)v : SIZE_MAX;
+}
+
+size_t memory_limit(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t limit = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
+    const char *cgroup_files[] = {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    for (size_t i = 0; i < sizeof cgroup_files / sizeof cgroup_files[0]; i++) {
+        size_t v = read_limit_file(cgroup_files[i]);
+        if (v < limit) limit = v;
+    }
+    return limit;
+}
+
 double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

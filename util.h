@@ -54,6 +54,10 @@ char *path_join(const char *dir, const char *name);
  * checkpoint folder, or a file in it such as model.safetensors. */
 char *model_path(const char *model, const char *name);
 
+/* Bytes of memory this process may use: the machine's physical memory, or
+ * less when a cgroup (a container) sets a limit. */
+size_t memory_limit(void);
+
 /* Seconds on a monotonic clock, for timing. */
 double now_seconds(void);
 

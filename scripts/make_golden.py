@@ -23,6 +23,7 @@ N_TOKENS, N_SAMPLES = 40, 64
 DECODE = os.path.join(os.path.dirname(REF), "qwen_decode.py")
 RUN = os.path.join(ROOT, "run")
 TOKENIZER = os.path.join(ROOT, "tests", "data", "qwen2.5-tokenizer.json")
+SHARED = os.path.join(os.path.dirname(REF), "..")
 
 # name, make_checkpoint arguments (the vocabulary is kept small except in the first case)
 CASES = [
@@ -83,7 +84,6 @@ GEN_PROMPTS = ["Hello world", "The capital of France is", "\u4f60\u597d\uff0c\u4
 GEN_TOKENS = 16
 CHAT_MESSAGES = ["Hello! Who are you?", "Tell me a joke about <|im_end|> tokens."]
 CHAT_TOKENS = 8
-SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 EOS = {151645}  # config.json's eos_token_id; the checkpoint has no generation_config.json
 
 def tok(d, text):
@@ -108,6 +108,14 @@ def text_of(ids):
     return subprocess.run(["/usr/bin/python3", DECODE, TOKENIZER, ",".join(map(str, kept))],
                           check=True, capture_output=True).stdout.decode()
 
+def render_chat(messages):
+    """The Qwen2.5-Instruct chat template rendered as transformers renders it (jinja2, trim_blocks and
+    lstrip_blocks, add_generation_prompt)."""
+    import jinja2
+    config = json.load(open(os.path.join(SHARED, "models", "qwen2.5-tokenizer", "tokenizer_config.json")))
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    return env.from_string(config["chat_template"]).render(messages=messages, add_generation_prompt=True)
+
 def generation_golden():
     with tempfile.TemporaryDirectory() as d:
         subprocess.run([TOOL, d] + GEN_CHECKPOINT.split(), check=True)
@@ -117,15 +125,14 @@ def generation_golden():
             ids = tok(d, prompt)
             reply, _ = greedy(d, ids, GEN_TOKENS)
             gens.append({"prompt": prompt, "prompt_ids": ids, "reply_ids": reply, "stdout": text_of(reply) + "\n"})
-        # Two chat turns: the rendered ChatML text, tokenized with its special tokens.
-        context = tok(d, "<|im_start|>system\n" + SYSTEM + "<|im_end|>\n<|im_start|>user\n" + CHAT_MESSAGES[0] +
-                      "<|im_end|>\n<|im_start|>assistant\n")
+        # Two chat turns, as transformers' apply_chat_template writes them:
+        # the whole conversation rendered by the checkpoint's template with
+        # jinja2, then tokenized with its special tokens.
+        messages = [{"role": "user", "content": CHAT_MESSAGES[0]}]
+        context = tok(d, render_chat(messages))
         reply1, _ = greedy(d, context, CHAT_TOKENS)
-        # The user's text is plain text: encode it without special tokens.
-        user2 = subprocess.run([RUN, "tok", d, "--plain", "user\n" + CHAT_MESSAGES[1]], check=True,
-                               capture_output=True, text=True).stdout.split()
-        context2 = context + reply1 + tok(d, "<|im_end|>\n") + tok(d, "<|im_start|>") + [int(x) for x in user2] + \
-            tok(d, "<|im_end|>\n<|im_start|>assistant\n")
+        messages += [{"role": "assistant", "content": text_of(reply1)}, {"role": "user", "content": CHAT_MESSAGES[1]}]
+        context2 = tok(d, render_chat(messages))
         reply2, _ = greedy(d, context2, CHAT_TOKENS)
         chat = {"messages": CHAT_MESSAGES, "turn_ids": [context, context2], "reply_ids": [reply1, reply2],
                 "stdout": text_of(reply1) + "\n" + text_of(reply2) + "\n"}

@@ -371,9 +371,19 @@ def config_cases(c, config):
     changed("config-kv-not-dividing", "num_attention_heads 2 is not a multiple of num_key_value_heads 4", num_key_value_heads=4)
     changed("config-odd-head-dim", "head_dim 3 is odd", head_dim=3)
     changed("config-heads-too-wide", "num_attention_heads x head_dim is too large", num_attention_heads=1024, head_dim=4096)
-    changed("config-llama", '"model_type" must be "qwen2"', model_type="llama")
+    changed("config-model-type", 'model_type "mistral" is not supported (run implements qwen2, qwen3 and llama)',
+            model_type="mistral")
+    changed("config-no-model-type", '"model_type" is missing', model_type=REMOVE)
+    changed("config-llama3-scaling-qwen", "llama3 RoPE scaling in a model that is not llama",
+            rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 64})
+    changed("config-llama3-scaling-incomplete", '"low_freq_factor" is missing', model_type="llama",
+            rope_scaling={"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 64})
     changed("config-gelu", '"hidden_act" must be "silu"', hidden_act="gelu")
-    changed("config-rope-scaling", '"rope_scaling" is not supported', rope_scaling={"type": "yarn", "factor": 4})
+    changed("config-rope-scaling", 'RoPE scaling "yarn" is not supported (run implements none and llama3)',
+            rope_scaling={"type": "yarn", "factor": 4})
+    changed("config-rope-scaling-number", '"rope_scaling" must be an object or null', rope_scaling=4)
     changed("config-sliding-window", "sliding-window attention", use_sliding_window=True)
     changed("config-tie-string", '"tie_word_embeddings" must be true or false', tie_word_embeddings="true")
     changed("config-eos-string", '"eos_token_id" must be a token id or a list of them', eos_token_id="<|im_end|>")
@@ -393,6 +403,11 @@ def config_cases(c, config):
     changed("config-head-dim", f"tensor 'model.layers.0.self_attn.q_proj.weight' has shape [{HIDDEN}, {HIDDEN}], "
             f"expected [{2 * HIDDEN}, {HIDDEN}]", head_dim=HIDDEN)
     changed("config-untied", "tensor 'lm_head.weight' is missing", tie_word_embeddings=False)
+    # A Qwen2 checkpoint read as Llama (no q/k/v biases) or Qwen3 (q/k norms).
+    changed("config-qwen2-as-llama", "tensor 'model.layers.0.self_attn.k_proj.bias' is not part of a Llama model",
+            model_type="llama")
+    changed("config-qwen2-as-qwen3", "tensor 'model.layers.0.self_attn.q_norm.weight' is missing", model_type="qwen3",
+            attention_bias=True)
     # A context that would take more memory than any machine has.
     changed("config-huge-kv-cache", "more than this machine can hold", num_hidden_layers=1024, num_attention_heads=256,
             num_key_value_heads=256, head_dim=4096, max_position_embeddings=1 << 24)

@@ -1,11 +1,13 @@
-/* make_checkpoint.c - writes a small random-weight Qwen2 checkpoint in the
- * Hugging Face layout (config.json + model.safetensors, or shards with an
- * index), deterministically from a seed, so tests need no committed weights.
+/* make_checkpoint.c - writes a small random-weight Qwen2, Qwen3 or Llama
+ * checkpoint in the Hugging Face layout (config.json + model.safetensors, or
+ * shards with an index), deterministically from a seed, so tests need no
+ * committed weights.
  *
  * usage: make_checkpoint OUTDIR [--seed N] [--dtype bf16|f16|f32]
  *                               [--shards N] [--set key=json]...
  * --set overrides or adds a config.json field (the value is JSON text);
- * the shapes are read back from the resulting config. */
+ * the shapes and the architecture ("model_type", "attention_bias",
+ * "mlp_bias") are read back from the resulting config. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -224,33 +226,47 @@ int main(int argc, char **argv) {
         } else die_usage("unknown flag %s", flag);
     }
     if (shards < 1) die_usage("--shards must be at least 1");
+    if (!get_field("model_type")) die_usage("model_type is not set");
     set_field("torch_dtype", dt == BF16 ? "\"bfloat16\"" : dt == F16 ? "\"float16\"" : "\"float32\"");
 
     long D = field_int("hidden_size", 0), H = field_int("intermediate_size", 0), L = field_int("num_hidden_layers", 0);
     long nh = field_int("num_attention_heads", 1), nkv = field_int("num_key_value_heads", nh);
     long hd = field_int("head_dim", D / nh), V = field_int("vocab_size", 0);
-    const char *tie = get_field("tie_word_embeddings");
+    const char *tie = get_field("tie_word_embeddings"), *type = get_field("model_type");
+    const char *attention_bias = get_field("attention_bias"), *mlp_bias_field = get_field("mlp_bias");
     int tied = tie && strcmp(tie, "true") == 0;
+    /* Which biases and norms the family's modules have (cf. config.h). */
+    int qwen2 = strcmp(type, "\"qwen2\"") == 0, qwen3 = strcmp(type, "\"qwen3\"") == 0, llama = strcmp(type, "\"llama\"") == 0;
+    int attn_bias = attention_bias && strcmp(attention_bias, "true") == 0;
+    int qkv_bias = qwen2 || attn_bias, o_bias = !qwen2 && attn_bias;
+    int mlp_bias = llama && mlp_bias_field && strcmp(mlp_bias_field, "true") == 0;
 
     /* Shapes and scales as the architecture has them (cf. gen_model.py). */
     add("model.embed_tokens.weight", V, D, 0.06f, 0);
     for (long l = 0; l < L; l++) {
         char p[96];
-        struct { const char *name; long rows, cols; float std, mean; } layer[] = {
-            {"input_layernorm.weight", D, 0, 0.1f, 1},
-            {"post_attention_layernorm.weight", D, 0, 0.1f, 1},
-            {"self_attn.q_proj.weight", nh * hd, D, 1 / sqrtf((float)D), 0},
-            {"self_attn.q_proj.bias", nh * hd, 0, 0.1f, 0},
-            {"self_attn.k_proj.weight", nkv * hd, D, 1 / sqrtf((float)D), 0},
-            {"self_attn.k_proj.bias", nkv * hd, 0, 0.5f, 0},
-            {"self_attn.v_proj.weight", nkv * hd, D, 1 / sqrtf((float)D), 0},
-            {"self_attn.v_proj.bias", nkv * hd, 0, 0.1f, 0},
-            {"self_attn.o_proj.weight", D, nh * hd, 1 / sqrtf((float)(nh * hd)), 0},
-            {"mlp.gate_proj.weight", H, D, 1 / sqrtf((float)D), 0},
-            {"mlp.up_proj.weight", H, D, 1 / sqrtf((float)D), 0},
-            {"mlp.down_proj.weight", D, H, 1 / sqrtf((float)H), 0},
+        struct { const char *name; long rows, cols; float std, mean; int present; } layer[] = {
+            {"input_layernorm.weight", D, 0, 0.1f, 1, 1},
+            {"post_attention_layernorm.weight", D, 0, 0.1f, 1, 1},
+            {"self_attn.q_proj.weight", nh * hd, D, 1 / sqrtf((float)D), 0, 1},
+            {"self_attn.q_proj.bias", nh * hd, 0, 0.1f, 0, qkv_bias},
+            {"self_attn.k_proj.weight", nkv * hd, D, 1 / sqrtf((float)D), 0, 1},
+            {"self_attn.k_proj.bias", nkv * hd, 0, 0.5f, 0, qkv_bias},
+            {"self_attn.v_proj.weight", nkv * hd, D, 1 / sqrtf((float)D), 0, 1},
+            {"self_attn.v_proj.bias", nkv * hd, 0, 0.1f, 0, qkv_bias},
+            {"self_attn.q_norm.weight", hd, 0, 0.1f, 1, qwen3},
+            {"self_attn.k_norm.weight", hd, 0, 0.1f, 1, qwen3},
+            {"self_attn.o_proj.weight", D, nh * hd, 1 / sqrtf((float)(nh * hd)), 0, 1},
+            {"self_attn.o_proj.bias", D, 0, 0.1f, 0, o_bias},
+            {"mlp.gate_proj.weight", H, D, 1 / sqrtf((float)D), 0, 1},
+            {"mlp.gate_proj.bias", H, 0, 0.1f, 0, mlp_bias},
+            {"mlp.up_proj.weight", H, D, 1 / sqrtf((float)D), 0, 1},
+            {"mlp.up_proj.bias", H, 0, 0.1f, 0, mlp_bias},
+            {"mlp.down_proj.weight", D, H, 1 / sqrtf((float)H), 0, 1},
+            {"mlp.down_proj.bias", D, 0, 0.1f, 0, mlp_bias},
         };
         for (size_t k = 0; k < sizeof layer / sizeof layer[0]; k++) {
+            if (!layer[k].present) continue;
             snprintf(p, sizeof p, "model.layers.%ld.%s", l, layer[k].name);
             add(p, layer[k].rows, layer[k].cols, layer[k].std, layer[k].mean);
         }

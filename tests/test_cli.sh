@@ -66,7 +66,7 @@ check "fwd -v traces every layer" sh -c "$RUN fwd '$model' 5 0 -v | grep -c '^la
 check "fwd: token outside the vocabulary: exit 1" status 1 $RUN fwd "$model" --tokens 5,1000
 check "fwd: token outside the vocabulary: one line" one_error "token id 1000 is outside the vocabulary"
 check "fwd: position past the context: exit 1" status 1 $RUN fwd "$model" 5 200 -c 100
-check "fwd: position past the context: one line" one_error "do not fit the context of 100"
+check "fwd: position past the context: one line" one_error "position, 200, is past the context of 100 positions"
 check "fwd: context above max_position_embeddings: exit 1" status 1 $RUN fwd "$model" 5 0 -c 99999
 check "fwd --logits to a missing folder: exit 1" status 1 $RUN fwd "$model" --tokens 5 --logits "$tmp/no/such/file"
 

@@ -95,8 +95,8 @@ expect 1 "/dev/config.json: No such file or directory" info /dev/null
 
 # Model flags, as every command takes them.
 expect 2 "info: MODEL is missing" info
-expect 2 "info: unexpected argument '--frob'" info "$base" --frob
-expect 2 "info: unexpected argument '--x?y'" info "$base" "--x
+expect 2 "info: unknown flag '--frob' (see 'run info --help')" info "$base" --frob
+expect 2 "info: unknown flag '--x?y'" info "$base" "--x
 y"
 expect 2 "info: unexpected argument '$base'" info "$base" "$base"
 expect 2 "-c needs a value" info "$base" -c
@@ -107,27 +107,28 @@ expect 2 "-t: expected an integer in [1, 1024], got '0'" info "$base" -t 0
 expect 2 "-t: expected an integer in [1, 1024], got '100000'" info "$base" -t 100000
 expect 2 "--dtype: expected bf16, f16, f32 or q8, got 'q4'" info "$base" --dtype q4
 expect 2 "--dtype needs a value" info "$base" --dtype
-expect 1 "--dtype f16: the weights are stored as bf16" info "$base" --dtype f16
-expect 1 "context 65 is outside [1, 64]" info "$base" -c 65
-expect 1 "context 16777216 is outside [1, 64]" fwd "$base" --tokens 1 -c 16777216
+expect 1 "the weights are stored as bf16: they can run as bf16, f32 or q8, not f16" info "$base" --dtype f16
+expect 1 "a context of 65 positions is outside [1, 64]" info "$base" -c 65
+expect 1 "a context of 16777216 positions is outside [1, 64]" fwd "$base" --tokens 1 -c 16777216
 
 # Token ids for fwd.
 expect 2 "fwd: give TOKEN POS, or --tokens" fwd "$base"
 expect 2 "fwd: give TOKEN POS, or --tokens" fwd "$base" 5
 expect 2 "fwd: give TOKEN POS or --tokens, not both" fwd "$base" 5 0 --tokens 1
 expect 2 "--tokens needs a value" fwd "$base" --tokens
-for bad in "" abc 1,,2 1,2, ,1 -1 1.5 0x10 "1 2" 1073741825 99999999999999999999; do
-    expect 2 "--tokens: expected comma-separated token ids, got '$bad'" fwd "$base" --tokens "$bad"
+for bad in abc 1,,2 ,1 -1 1.5 0x10 "1 x" 1073741825 99999999999999999999; do
+    expect 2 "fwd: --tokens: expected token ids separated by spaces or commas, got '$bad'" fwd "$base" --tokens "$bad"
 done
+expect 2 "fwd: --tokens: no token ids given" fwd "$base" --tokens ""
 expect 2 "TOKEN: expected an integer in [0, 1073741824], got 'abc'" fwd "$base" abc 0
 expect 2 "fwd: unknown flag '-1'" fwd "$base" 5 -1
 expect 1 "token id 272 is outside the vocabulary [0, 272)" fwd "$base" --tokens 272
 expect 1 "token id 1000000 is outside the vocabulary [0, 272)" fwd "$base" --tokens 1,2,1000000
 expect 1 "token id 272 is outside the vocabulary [0, 272)" fwd "$base" 272 0
-expect 1 "1 tokens at position 64 do not fit the context of 64 (-c)" fwd "$base" 5 64
-expect 1 "1 tokens at position 1073741824 do not fit the context of 64 (-c)" fwd "$base" 5 1073741824
+expect 1 "the last token's position, 64, is past the context of 64 positions" fwd "$base" 5 64
+expect 1 "the last token's position, 1073741824, is past the context of 64 positions" fwd "$base" 5 1073741824
 many_ids=$(seq -s, 0 64)
-expect 1 "65 tokens at position 0 do not fit the context of 64 (-c)" fwd "$base" --tokens "$many_ids"
+expect 1 "the last token's position, 64, is past the context of 64 positions" fwd "$base" --tokens "$many_ids"
 expect 1 "$corpus/no-such-folder/logits: cannot create" fwd "$base" --tokens 1 --logits "$corpus/no-such-folder/logits"
 
 # Generation flags and prompts.
@@ -148,14 +149,14 @@ expect 2 "top-p must be in (0, 1] (1 = off), got 1.5" gen "$base" hi --top-p 1.5
 expect 2 "min-p must be in [0, 1] (0 = off), got 2" gen "$base" hi --min-p 2
 expect 2 "--top-k: expected an integer in [0, 1073741824], got '-1'" gen "$base" hi --top-k -1
 expect 2 "repeat penalty must be > 0 (1 = off), got 0" gen "$base" hi --repeat-penalty 0
-for bad in -1 abc 18446744073709551616 9223372036854775808; do
-    expect 2 "--seed: expected a non-negative integer, got '$bad'" gen "$base" hi --seed "$bad"
+for bad in -2 abc 18446744073709551616 9223372036854775808; do
+    expect 2 "--seed: expected a non-negative integer, or -1 for a random seed, got '$bad'" gen "$base" hi --seed "$bad"
 done
 expect 1 "the prompt is empty" gen "$base" ""
-expect 1 "the prompt is 6 tokens, longer than the context of 4 (-c)" gen "$base" "hello world, hello world" -c 4
+expect 1 "the prompt is 6 tokens, longer than the context of 4 positions" gen "$base" "hello world, hello world" -c 4
 
 # bench's own flags.
 expect 2 "-p: expected an integer in [1, 1048576], got '0'" bench "$base" -p 0
-expect 1 "context 228 is outside [1, 64]" bench "$base" --depth 100 -p 128
+expect 1 "a context of 228 positions is outside [1, 64]" bench "$base" --depth 100 -p 128
 
 summary test_hostile

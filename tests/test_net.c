@@ -42,11 +42,14 @@ static float *run_logits(const char *dir, ModelOptions opt, const int *tokens, i
     }
     size_t vocab = (size_t)m.config.vocab_size;
     float *all = xmalloc((size_t)n * vocab * sizeof(float));
+    KVCache kv;
+    kv_cache_init(&kv, &m, m.max_context);
     for (int done = 0; done < n; done += block) {
         int b = n - done < block ? n - done : block;
-        const float *logits = forward(&m, tokens + done, b, done, true);
+        const float *logits = forward(&m, &kv, tokens + done, b, done, true);
         memcpy(all + done * vocab, logits, (size_t)b * vocab * sizeof(float));
     }
+    kv_cache_free(&kv);
     model_free(&m);
     return all;
 }
@@ -91,7 +94,7 @@ static void test_case(const JsonValue *c) {
     free(config_path);
     size_t bytes = (size_t)n * cfg.vocab_size * sizeof(float);
 
-    ModelOptions opt = {0, 2, NULL};
+    ModelOptions opt = {.threads = 2};
     float *logits = run_logits(dir, opt, tokens, n, 128);
     if (!logits) return;
     Agreement a = compare(c, logits, cfg.vocab_size);
@@ -106,16 +109,16 @@ static void test_case(const JsonValue *c) {
     CHECK(blocks_of_7 && memcmp(logits, blocks_of_7, bytes) == 0, "%s: blocks of 7 = 40 at once", name);
     int thread_counts[] = {1, 3};
     for (int i = 0; i < 2; i++) {
-        ModelOptions t = {0, thread_counts[i], NULL};
+        ModelOptions t = {.threads = thread_counts[i]};
         float *other = run_logits(dir, t, tokens, n, 128);
         CHECK(other && memcmp(logits, other, bytes) == 0, "%s: -t %d gives identical logits", name, thread_counts[i]);
         free(other);
     }
-    ModelOptions f32 = {0, 2, "f32"};
+    ModelOptions f32 = {.threads = 2, .dtype = DTYPE_AS_F32};
     float *converted = run_logits(dir, f32, tokens, n, 128);
     CHECK(converted && memcmp(logits, converted, bytes) == 0, "%s: --dtype f32 gives identical logits", name);
 
-    ModelOptions q8 = {0, 2, "q8"};
+    ModelOptions q8 = {.threads = 2, .dtype = DTYPE_AS_Q8};
     float *quantized = run_logits(dir, q8, tokens, n, 128);
     if (quantized) {
         Agreement aq = compare(c, quantized, cfg.vocab_size);
@@ -139,7 +142,7 @@ static void test_sharded(const JsonValue *c) {
     snprintf(dir, sizeof dir, "%s/sharded", work);
     snprintf(args, sizeof args, "%s --shards 3", json_get(c, "args")->string);
     make_checkpoint(dir, args);
-    ModelOptions opt = {0, 2, NULL};
+    ModelOptions opt = {.threads = 2};
     float *logits = run_logits(dir, opt, tokens, n, 128);
     if (!logits) return;
     Agreement a = compare(c, logits, 2048);
@@ -195,9 +198,9 @@ static void test_config(void) {
     config_refused("\"num_key_value_heads\": 3", "not a multiple of num_key_value_heads 3");
     config_refused("\"hidden_size\": 66", "hidden_size 66 is not a multiple of num_attention_heads 4");
     config_refused("\"head_dim\": 15", "head_dim 15 is odd");
-    config_refused("\"model_type\": \"llama\"", "\"model_type\" must be \"qwen2\"");
+    config_refused("\"model_type\": \"mistral\"", "model_type \"mistral\" is not supported");
     config_refused("\"hidden_act\": \"gelu\"", "\"hidden_act\" must be \"silu\"");
-    config_refused("\"rope_scaling\": {\"type\": \"yarn\"}", "rope_scaling");
+    config_refused("\"rope_scaling\": {\"type\": \"yarn\"}", "RoPE scaling \"yarn\" is not supported");
     config_refused("\"use_sliding_window\": true", "sliding-window");
     config_refused("\"rms_norm_eps\": -1", "\"rms_norm_eps\" is -1");
     config_refused("\"rope_theta\": \"big\"", "\"rope_theta\" must be a number");
@@ -210,9 +213,9 @@ static void test_config(void) {
     write_text(path, "[]");
     CHECK(config_load(&c, path, &e) == -1 && strstr(e.msg, "not a JSON object"), "config that is an array (%s)", e.msg);
     /* config_parse reads exactly len bytes and names the text by its label. */
-    const char *partial = "{\"hidden_size\": 64}, \"intermediate_size\": 176";
-    CHECK(config_parse(&c, partial, 19, "memory", &e) == -1 && strcmp(e.msg, "memory: \"intermediate_size\" is missing") == 0,
-          "config_parse of the first 19 bytes (%s)", e.msg);
+    const char *partial = "{\"model_type\": \"qwen2\", \"hidden_size\": 64}, \"intermediate_size\": 176";
+    CHECK(config_parse(&c, partial, 42, "memory", &e) == -1 && strcmp(e.msg, "memory: \"intermediate_size\" is missing") == 0,
+          "config_parse of the first 42 bytes (%s)", e.msg);
 }
 
 /* Loading refuses a checkpoint that disagrees with its config. */
@@ -232,16 +235,16 @@ static void test_load_errors(void) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/mismatch", work);
     make_checkpoint(dir, "--seed 9");
-    ModelOptions opt = {0, 1, NULL};
+    ModelOptions opt = {.threads = 1};
     load_refused(dir, "\"num_hidden_layers\": 3", opt, "tensor 'model.layers.2.input_layernorm.weight' is missing");
     load_refused(dir, "\"intermediate_size\": 100", opt,
                  "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [176, 64], expected [100, 64]");
     load_refused(dir, "\"vocab_size\": 1000", opt, "'model.embed_tokens.weight' has shape [151936, 64], expected [1000, 64]");
     load_refused(dir, "\"tie_word_embeddings\": false", opt, "tensor 'lm_head.weight' is missing");
-    load_refused(dir, "\"max_position_embeddings\": 100", (ModelOptions){200, 1, NULL}, "context 200 is outside [1, 100]");
-    load_refused(dir, "\"num_hidden_layers\": 1024, \"max_position_embeddings\": 16000000", (ModelOptions){16000000, 1, NULL},
+    load_refused(dir, "\"max_position_embeddings\": 100", (ModelOptions){.context = 200, .threads = 1}, "context of 200 positions is outside [1, 100]");
+    load_refused(dir, "\"num_hidden_layers\": 1024, \"max_position_embeddings\": 16000000", (ModelOptions){.context = 16000000, .threads = 1},
                  "more than this machine can hold");
-    load_refused(dir, "\"vocab_size\": 151936", (ModelOptions){0, 1, "f16"}, "--dtype f16: the weights are stored as bf16");
+    load_refused(dir, "\"vocab_size\": 151936", (ModelOptions){.threads = 1, .dtype = DTYPE_AS_F16}, "the weights are stored as bf16: they can run as bf16, f32 or q8, not f16");
     Model m;
     Error e;
     CHECK(model_load(&m, "build/no-such-model", &opt, &e) == -1 && strstr(e.msg, "no such file or folder"), "missing folder (%s)", e.msg);

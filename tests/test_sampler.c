@@ -13,7 +13,7 @@
 enum { QWEN_VOCAB = 151936 };
 
 static SamplerConfig config(double temperature, int top_k, double top_p, double min_p, double repeat_penalty) {
-    return (SamplerConfig){temperature, top_k, top_p, min_p, repeat_penalty, 1};
+    return (SamplerConfig){.temperature = temperature, .top_k = top_k, .top_p = top_p, .min_p = min_p, .repeat_penalty = repeat_penalty, .seed = 1};
 }
 
 /* Logits whose softmax is weights / sum(weights): the log of each weight. */
@@ -30,7 +30,7 @@ static size_t run_candidates(const SamplerConfig *cfg, const float *logits, int 
     float *work = malloc((size_t)n * sizeof *work);
     memcpy(work, logits, (size_t)n * sizeof *work);
     const SamplerCandidate *c;
-    size_t count = sampler_candidates(s, work, context, n_context, &c);
+    size_t count = sampler_candidates(s, work, context, n_context, 0, &c);
     memcpy(out, c, count * sizeof *c);
     free(work);
     sampler_free(s);
@@ -137,21 +137,21 @@ static void test_greedy(void) {
     Error e;
     Sampler *s = sampler_new(&cfg, 6, &e);
     float ties[6] = {1, 3, -INFINITY, 3, 2, 3};
-    CHECK(sampler_sample(s, ties, NULL, 0) == 1, "argmax ties go to the lowest id");
+    CHECK(sampler_sample(s, ties, NULL, 0, 0) == 1, "argmax ties go to the lowest id");
     float equal[6] = {0, 0, 0, 0, 0, 0};
-    CHECK(sampler_sample(s, equal, NULL, 0) == 0, "all equal: id 0");
+    CHECK(sampler_sample(s, equal, NULL, 0, 0) == 0, "all equal: id 0");
     float last[6] = {-5, -4, -3, -2, -1, -0.5f};
-    CHECK(sampler_sample(s, last, NULL, 0) == 5, "negative logits: the largest");
+    CHECK(sampler_sample(s, last, NULL, 0, 0) == 5, "negative logits: the largest");
     float more[6] = {1, 3, 0, 3, 2, 3};
     const SamplerCandidate *c;
-    size_t n = sampler_candidates(s, more, NULL, 0, &c);
+    size_t n = sampler_candidates(s, more, NULL, 0, 0, &c);
     CHECK(n == 1 && c[0].id == 1 && c[0].prob == 1, "greedy leaves one candidate of probability 1");
     sampler_free(s);
     /* Top-k, top-p and min-p play no part in greedy decoding. */
     cfg = config(0, 1, 0.1, 0.9, 1);
     s = sampler_new(&cfg, 6, &e);
     float again[6] = {1, 3, 0, 3, 2, 5};
-    CHECK(sampler_sample(s, again, NULL, 0) == 5, "greedy ignores the filters");
+    CHECK(sampler_sample(s, again, NULL, 0, 0) == 5, "greedy ignores the filters");
     sampler_free(s);
 }
 
@@ -166,7 +166,7 @@ static void test_repetition_penalty(void) {
     Sampler *s = sampler_new(&cfg, 5, &e);
     float logits[5] = {2.0f, -1.0f, 0.5f, 0.0f, 3.0f};
     const SamplerCandidate *c;
-    size_t n = sampler_candidates(s, logits, context, 7, &c);
+    size_t n = sampler_candidates(s, logits, context, 7, 0, &c);
     const float want[5] = {1.0f, -2.0f, 0.5f, 0.0f, 3.0f};
     CHECK(memcmp(logits, want, sizeof want) == 0, "penalty 2: %g %g %g %g %g", logits[0], logits[1], logits[2],
           logits[3], logits[4]);
@@ -175,7 +175,7 @@ static void test_repetition_penalty(void) {
     /* Each step penalises its own context, whatever the last one held. */
     float fresh[5] = {2.0f, -1.0f, 0.5f, 0.0f, 3.0f};
     const int other[] = {4, 0};
-    sampler_candidates(s, fresh, other, 2, &c);
+    sampler_candidates(s, fresh, other, 2, 0, &c);
     CHECK(fresh[0] == 1.0f && fresh[1] == -1.0f && fresh[4] == 1.5f, "next step penalises only its own context");
     sampler_free(s);
 
@@ -183,7 +183,7 @@ static void test_repetition_penalty(void) {
     cfg = config(1, 0, 1, 0, 0.5);
     s = sampler_new(&cfg, 5, &e);
     float favour[5] = {2.0f, -1.0f, 0.5f, 0.0f, 3.0f};
-    sampler_candidates(s, favour, context, 7, &c);
+    sampler_candidates(s, favour, context, 7, 0, &c);
     CHECK(favour[0] == 4.0f && favour[1] == -0.5f && favour[2] == 0.5f, "penalty 0.5 favours the context");
     sampler_free(s);
 
@@ -192,9 +192,9 @@ static void test_repetition_penalty(void) {
     s = sampler_new(&cfg, 2, &e);
     float close[2] = {2.0f, 1.9f};
     const int seen[] = {0};
-    CHECK(sampler_sample(s, close, seen, 1) == 1, "greedy picks after the penalty");
+    CHECK(sampler_sample(s, close, seen, 1, 0) == 1, "greedy picks after the penalty");
     float close2[2] = {2.0f, 1.9f};
-    CHECK(sampler_sample(s, close2, NULL, 0) == 0, "no context, no penalty");
+    CHECK(sampler_sample(s, close2, NULL, 0, 0) == 0, "no context, no penalty");
     sampler_free(s);
 
     /* The distribution after the penalty: weights {4, 1, 2} (logits ln 4,
@@ -244,7 +244,7 @@ static void test_temperature(void) {
     Sampler *s = sampler_new(&cfg, 4, &e);
     float work[4] = {1.0f, -3.0f, 0.5f, 7.0f};
     const SamplerCandidate *c;
-    sampler_candidates(s, work, NULL, 0, &c);
+    sampler_candidates(s, work, NULL, 0, 0, &c);
     CHECK(work[0] == 0.5f && work[1] == -1.5f && work[2] == 0.25f && work[3] == 3.5f, "logits divided in place");
     sampler_free(s);
 }
@@ -379,7 +379,7 @@ static void test_impossible_token(void) {
     int drawn = 0;
     for (int i = 0; i < 10000; i++) {
         float work[3] = {logits[0], logits[1], logits[2]};
-        drawn += sampler_sample(s, work, NULL, 0) == 0;
+        drawn += sampler_sample(s, work, NULL, 0, 0) == 0;
     }
     CHECK(drawn == 0, "-inf never drawn in 10,000 draws (%d times)", drawn);
     sampler_free(s);
@@ -639,7 +639,7 @@ static void generate(const SamplerConfig *cfg, int *tokens, int n) {
     float logits[TOY_VOCAB];
     for (int t = 0; t < n; t++) {
         toy_logits(t ? tokens[t - 1] : 0, logits);
-        tokens[t] = sampler_sample(s, logits, tokens, (size_t)t);
+        tokens[t] = sampler_sample(s, logits, tokens, (size_t)t, 0);
     }
     sampler_free(s);
 }
@@ -669,7 +669,7 @@ static void test_seeds(void) {
     for (int t = 0; t < 200; t++) {
         toy_logits(t ? a[t - 1] : 0, logits);
         const SamplerCandidate *cand;
-        size_t n = sampler_candidates(probe, logits, a, (size_t)t, &cand);
+        size_t n = sampler_candidates(probe, logits, a, (size_t)t, 0, &cand);
         replayed += sampler_pick(cand, n, rng_uniform(&rng)) == a[t];
     }
     CHECK(replayed == 200, "the sequence replays from rng_uniform and sampler_pick (%d of 200)", replayed);
@@ -697,7 +697,7 @@ static void check_frequencies(const char *what, const SamplerConfig *cfg, const 
     logits_from_weights(weights, n, logits);
     for (int i = 0; i < DRAWS; i++) {
         memcpy(work, logits, (size_t)n * sizeof *work);
-        counts[sampler_sample(s, work, NULL, 0)]++;
+        counts[sampler_sample(s, work, NULL, 0, 0)]++;
     }
     sampler_free(s);
     double chi2 = 0;

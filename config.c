@@ -1,0 +1,242 @@
+/* config.c - reading and checking config.json. */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- typed fields ---- */
+
+/* obj[key] as an integer in [lo, hi]; `fallback` when absent (or an error
+ * when fallback < lo, i.e. the field is required). */
+static int config_int(const char *path, const JsonValue *obj, const char *key, long long lo, long long hi,
+                      long long fallback, int *out, Error *e) {
+    const JsonValue *v = json_get(obj, key);
+    if (!v || v->type == JSON_NULL) {
+        if (fallback < lo) return fail(e, "%s: \"%s\" is missing", path, key);
+        *out = (int)fallback;
+        return 0;
+    }
+    if (v->type != JSON_NUMBER || !v->number.is_integer)
+        return fail(e, "%s: \"%s\" must be an integer, not %s", path, key,
+                    v->type == JSON_NUMBER ? "a fraction" : json_type_name(v->type));
+    if (v->number.integer < lo || v->number.integer > hi)
+        return fail(e, "%s: \"%s\" is %lld, outside [%lld, %lld]", path, key, (long long)v->number.integer, lo, hi);
+    *out = (int)v->number.integer;
+    return 0;
+}
+
+/* obj[key] as a positive finite number below `hi`, or `fallback` (a
+ * negative fallback: the field is required). */
+static int config_float(const char *path, const JsonValue *obj, const char *key, double hi, double fallback,
+                        float *out, Error *e) {
+    const JsonValue *v = json_get(obj, key);
+    if (!v || v->type == JSON_NULL) {
+        if (fallback < 0) return fail(e, "%s: \"%s\" is missing", path, key);
+        *out = (float)fallback;
+        return 0;
+    }
+    if (v->type != JSON_NUMBER) return fail(e, "%s: \"%s\" must be a number, not %s", path, key, json_type_name(v->type));
+    if (!(v->number.value > 0 && v->number.value < hi))
+        return fail(e, "%s: \"%s\" is %g, outside (0, %g)", path, key, v->number.value, hi);
+    *out = (float)v->number.value;
+    if (*out == 0) return fail(e, "%s: \"%s\" is %g, too small for a float (it would be 0)", path, key, v->number.value);
+    return 0;
+}
+
+/* obj[key] as a boolean, or `fallback` when absent or null. */
+static int config_bool(const char *path, const JsonValue *obj, const char *key, bool fallback, bool *out, Error *e) {
+    const JsonValue *v = json_get(obj, key);
+    if (!v || v->type == JSON_NULL) {
+        *out = fallback;
+        return 0;
+    }
+    if (v->type != JSON_BOOL) return fail(e, "%s: \"%s\" must be true or false", path, key);
+    *out = v->boolean;
+    return 0;
+}
+
+/* A string field that, when present, must have the one value run implements. */
+static int config_expect(const char *path, const JsonValue *obj, const char *key, const char *want, Error *e) {
+    const JsonValue *v = json_get(obj, key);
+    if (v && (v->type != JSON_STRING || strcmp(v->string, want) != 0))
+        return fail(e, "%s: \"%s\" must be \"%s\" (the only value run implements)", path, key, want);
+    return 0;
+}
+
+int read_eos_ids(const char *path, const JsonValue *root, int ids[MAX_EOS_IDS], int *n_ids, Error *e) {
+    const JsonValue *v = json_get(root, "eos_token_id");
+    if (!v || v->type == JSON_NULL) return 0;
+    const JsonValue *items = v->type == JSON_ARRAY ? v->items : v;
+    size_t n = v->type == JSON_ARRAY ? v->len : 1;
+    if (n > MAX_EOS_IDS) return fail(e, "%s: more than %d eos_token_id values", path, MAX_EOS_IDS);
+    for (size_t i = 0; i < n; i++)
+        if (items[i].type != JSON_NUMBER || !items[i].number.is_integer || items[i].number.integer < 0 ||
+            items[i].number.integer > INT32_MAX)
+            return fail(e, "%s: \"eos_token_id\" must be a token id or a list of them", path);
+    for (size_t i = 0; i < n; i++) ids[i] = (int)items[i].number.integer;
+    *n_ids = (int)n;
+    return 0;
+}
+
+/* ---- the architecture ---- */
+
+static const struct {
+    const char *model_type;
+    Architecture arch;
+    const char *name;
+} architectures[] = {
+    {.model_type = "qwen2", .arch = ARCH_QWEN2, .name = "Qwen2"},
+    {.model_type = "qwen3", .arch = ARCH_QWEN3, .name = "Qwen3"},
+    {.model_type = "llama", .arch = ARCH_LLAMA, .name = "Llama"},
+};
+enum { N_ARCHITECTURES = sizeof architectures / sizeof architectures[0] };
+
+const char *architecture_name(Architecture a) {
+    for (int i = 0; i < N_ARCHITECTURES; i++)
+        if (architectures[i].arch == a) return architectures[i].name;
+    return "?";
+}
+
+static int read_architecture(const char *path, const JsonValue *root, Config *c, Error *e) {
+    const JsonValue *v = json_get(root, "model_type");
+    if (!v || v->type == JSON_NULL) return fail(e, "%s: \"model_type\" is missing", path);
+    if (v->type != JSON_STRING) return fail(e, "%s: \"model_type\" must be a string", path);
+    for (int i = 0; i < N_ARCHITECTURES; i++)
+        if (strcmp(v->string, architectures[i].model_type) == 0) {
+            c->arch = architectures[i].arch;
+            return 0;
+        }
+    return fail(e, "%s: model_type \"%.64s\" is not supported (run implements qwen2, qwen3 and llama)", path, v->string);
+}
+
+/* The biases and norms each family's modules are built with (transformers'
+ * modeling_qwen2, modeling_qwen3 and modeling_llama). */
+static int read_layout(const char *path, const JsonValue *root, Config *c, Error *e) {
+    bool attention_bias = false, mlp_bias = false;
+    if (config_bool(path, root, "attention_bias", false, &attention_bias, e) ||
+        config_bool(path, root, "mlp_bias", false, &mlp_bias, e))
+        return -1;
+    c->qkv_bias = c->arch == ARCH_QWEN2 || attention_bias;
+    c->o_bias = c->arch != ARCH_QWEN2 && attention_bias;
+    c->mlp_bias = c->arch == ARCH_LLAMA && mlp_bias;
+    c->qk_norm = c->arch == ARCH_QWEN3;
+    return 0;
+}
+
+/* RoPE: the base frequency and the scaling, from "rope_scaling" (transformers
+ * 4) or "rope_parameters" (transformers 5, which also moves rope_theta there). */
+static int read_rope(const char *path, const JsonValue *root, Config *c, Error *e) {
+    const JsonValue *params = json_get(root, "rope_parameters");
+    if (!params || params->type == JSON_NULL) params = json_get(root, "rope_scaling");
+    if (params && params->type != JSON_NULL && params->type != JSON_OBJECT)
+        return fail(e, "%s: \"rope_scaling\" must be an object or null", path);
+    if (params && params->type == JSON_NULL) params = NULL;
+    const JsonValue *theta_holder = params && json_get(params, "rope_theta") ? params : root;
+    if (config_float(path, theta_holder, "rope_theta", 1e30, 10000.0, &c->rope_theta, e)) return -1;
+    if (!params) return 0;
+
+    const JsonValue *type = json_get(params, "rope_type");
+    if (!type) type = json_get(params, "type");
+    if (!type || type->type == JSON_NULL || (type->type == JSON_STRING && strcmp(type->string, "default") == 0)) return 0;
+    if (type->type != JSON_STRING) return fail(e, "%s: \"rope_type\" must be a string", path);
+    if (strcmp(type->string, "llama3") != 0)
+        return fail(e, "%s: RoPE scaling \"%.64s\" is not supported (run implements none and llama3)", path, type->string);
+    if (c->arch != ARCH_LLAMA) return fail(e, "%s: llama3 RoPE scaling in a model that is not llama", path);
+    RopeScaling *s = &c->rope_scaling;
+    s->enabled = true;
+    if (config_float(path, params, "factor", 1e6, -1, &s->factor, e) ||
+        config_float(path, params, "low_freq_factor", 1e6, -1, &s->low_freq_factor, e) ||
+        config_float(path, params, "high_freq_factor", 1e6, -1, &s->high_freq_factor, e) ||
+        config_int(path, params, "original_max_position_embeddings", 1, 1 << 24, 0, &s->original_max_pos, e))
+        return -1;
+    if (!(s->high_freq_factor > s->low_freq_factor))
+        return fail(e, "%s: RoPE scaling: high_freq_factor must be larger than low_freq_factor", path);
+    return 0;
+}
+
+/* Sliding-window attention is not implemented: refuse a config that uses it
+ * (Qwen2's "sliding_window" counts only with "use_sliding_window": true). */
+static int refuse_sliding_window(const char *path, const JsonValue *root, Error *e) {
+    bool use = false;
+    if (config_bool(path, root, "use_sliding_window", false, &use, e)) return -1;
+    if (use) return fail(e, "%s: sliding-window attention (\"use_sliding_window\": true) is not supported", path);
+    return 0;
+}
+
+static int config_check(const char *path, const JsonValue *root, Config *c, Error *e) {
+    if (root->type != JSON_OBJECT) return fail(e, "%s: not a JSON object", path);
+    if (read_architecture(path, root, c, e) || config_expect(path, root, "hidden_act", "silu", e) ||
+        refuse_sliding_window(path, root, e) || read_layout(path, root, c, e))
+        return -1;
+    if (config_int(path, root, "hidden_size", 1, 1 << 16, 0, &c->dim, e) ||
+        config_int(path, root, "intermediate_size", 1, 1 << 20, 0, &c->hidden_dim, e) ||
+        config_int(path, root, "num_hidden_layers", 1, 1024, 0, &c->n_layers, e) ||
+        config_int(path, root, "num_attention_heads", 1, 1024, 0, &c->n_heads, e) ||
+        config_int(path, root, "num_key_value_heads", 1, 1024, c->n_heads, &c->n_kv_heads, e) ||
+        config_int(path, root, "vocab_size", 1, 1 << 24, 0, &c->vocab_size, e) ||
+        config_int(path, root, "max_position_embeddings", 1, 1 << 24, 32768, &c->max_pos, e) ||
+        config_float(path, root, "rms_norm_eps", 1.0, 1e-6, &c->norm_eps, e) || read_rope(path, root, c, e))
+        return -1;
+    const JsonValue *head_dim = json_get(root, "head_dim");
+    if ((!head_dim || head_dim->type == JSON_NULL) && c->dim % c->n_heads != 0)
+        return fail(e, "%s: hidden_size %d is not a multiple of num_attention_heads %d", path, c->dim, c->n_heads);
+    if (config_int(path, root, "head_dim", 2, 4096, c->dim / c->n_heads, &c->head_dim, e)) return -1;
+    if (c->head_dim % 2 != 0) return fail(e, "%s: head_dim %d is odd (RoPE rotates pairs)", path, c->head_dim);
+    if (c->n_heads % c->n_kv_heads != 0)
+        return fail(e, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path, c->n_heads,
+                    c->n_kv_heads);
+    if ((long long)c->n_heads * c->head_dim > (1 << 20))
+        return fail(e, "%s: num_attention_heads x head_dim is too large", path);
+    if (config_bool(path, root, "tie_word_embeddings", false, &c->tied_embeddings, e) ||
+        config_int(path, root, "bos_token_id", -1, INT32_MAX, -1, &c->bos_id, e))
+        return -1;
+    return read_eos_ids(path, root, c->eos_ids, &c->n_eos, e);
+}
+
+int config_parse(Config *c, const char *text, size_t len, const char *label, Error *e) {
+    memset(c, 0, sizeof *c);
+    JsonDoc doc;
+    Error je;
+    if (json_parse(&doc, text, len, &je) != 0) return fail(e, "%s: %s", label, je.msg);
+    int rc = config_check(label, &doc.root, c, e);
+    json_free(&doc);
+    return rc;
+}
+
+int config_load(Config *c, const char *path, Error *e) {
+    memset(c, 0, sizeof *c);
+    JsonDoc doc;
+    if (json_parse_file(&doc, path, e) != 0) return -1;
+    int rc = config_check(path, &doc.root, c, e);
+    json_free(&doc);
+    return rc;
+}
+
+/* ---- RoPE frequencies ---- */
+
+void rope_frequencies(float *inv_freq, const Config *c) {
+    int half = c->head_dim / 2;
+    for (int j = 0; j < half; j++) {
+        float exponent = (float)(2 * j) / (float)c->head_dim;
+        inv_freq[j] = 1.0f / (float)pow(c->rope_theta, exponent);
+    }
+    const RopeScaling *s = &c->rope_scaling;
+    if (!s->enabled) return;
+    /* Llama 3.1: a wavelength shorter than original / high_freq_factor
+     * positions is kept, one longer than original / low_freq_factor is
+     * stretched by `factor`, and those between are blended smoothly. */
+    float low_wavelen = (float)s->original_max_pos / s->low_freq_factor;
+    float high_wavelen = (float)s->original_max_pos / s->high_freq_factor;
+    for (int j = 0; j < half; j++) {
+        float wavelen = 2.0f * (float)M_PI / inv_freq[j];
+        if (wavelen < high_wavelen) continue;
+        if (wavelen > low_wavelen) {
+            inv_freq[j] /= s->factor;
+            continue;
+        }
+        float smooth = ((float)s->original_max_pos / wavelen - s->low_freq_factor) /
+                       (s->high_freq_factor - s->low_freq_factor);
+        inv_freq[j] = (1 - smooth) * inv_freq[j] / s->factor + smooth * inv_freq[j];
+    }
+}

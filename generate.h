@@ -1,0 +1,129 @@
+/* generate.h - generating text, one token at a time.
+ *
+ * GenerationConfig is how to generate: the sampler's settings, the length
+ * limit and the end tokens, read from the checkpoint's generation_config.json
+ * as transformers' `generate` reads them, with the caller's choices on top.
+ *
+ * A Sequence is one stream of tokens being generated: its own KV cache, the
+ * tokens in it, and the step that turns the model's logits into the next
+ * token under the stop rules (end tokens, stop strings, the length limit, a
+ * full context), giving out the new text as whole UTF-8 characters. The
+ * command line drives one sequence; the server drives several, batching their
+ * forward passes (sequence_pending / sequence_fed) itself. */
+#ifndef GENERATE_H
+#define GENERATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "net.h"
+#include "sampler.h"
+#include "tokenizer.h"
+#include "util.h"
+
+typedef struct {
+    SamplerConfig sampling;
+    int max_new;               /* new tokens per reply at most; -1: until an end token or a full context */
+    int eos_ids[MAX_EOS_IDS];  /* ids that end a reply (and are not shown) */
+    int n_eos;
+} GenerationConfig;
+
+/* The checkpoint's defaults, as transformers' generate takes them: from
+ * MODEL's generation_config.json when there is one (sampling only when it
+ * says do_sample; its eos ids replace config.json's), else greedy with
+ * config.json's eos ids. max_new is left at `max_new`. A missing file is no
+ * error; a broken one is. */
+int generation_config_load(GenerationConfig *g, const char *model, const Config *c, int max_new, Error *e);
+
+typedef enum {
+    STOP_NONE,                 /* not stopped: more tokens can follow */
+    STOP_EOS,                  /* an end token */
+    STOP_STRING,               /* a stop string */
+    STOP_LENGTH,               /* max_new tokens */
+    STOP_CONTEXT_FULL,         /* the KV cache is full */
+    STOP_INTERRUPTED,          /* the caller stopped it (set by the caller) */
+} StopReason;
+
+/* "an end token", "a stop string", "the length limit", ... */
+const char *stop_reason_text(StopReason r);
+
+enum { MAX_STOP_STRINGS = 4, MAX_TOP_LOGPROBS = 20 };
+
+typedef struct {
+    int id;
+    float logprob;             /* log of the model's probability (softmax of its raw logits) */
+} TokenLogprob;
+
+/* What one step did. */
+typedef struct {
+    int id;                    /* the token chosen (an end token when stop == STOP_EOS) */
+    const char *text;          /* the text this step completes, safe to show (valid */
+    size_t len;                /*   until the next step); a stop string is never in it */
+    StopReason stop;
+    TokenLogprob chosen;       /* with logprobs: the chosen token's */
+    int n_top;                 /* with logprobs: the most probable tokens, best first */
+    TokenLogprob top[MAX_TOP_LOGPROBS];
+} Step;
+
+typedef struct {
+    Model *model;
+    const Tokenizer *tokenizer;
+    Sampler *sampler;
+    GenerationConfig config;
+    KVCache cache;
+    TokenIds tokens;           /* the sequence so far: prompts and generated ids */
+    int n_cached;              /* tokens[0..n_cached) have their keys and values in the cache */
+    int reply_start;           /* tokens[reply_start..) were generated in the current reply */
+    int logprobs;              /* -1: none; else log-probabilities with this many top tokens */
+    float *raw_logits;         /* [vocab_size] a copy of the step's logits, for logprobs */
+    char *stops[MAX_STOP_STRINGS];
+    int n_stops;
+    DecodeStream stream;
+    char *held;                /* decoded text not given out yet: it may begin a stop string */
+    size_t n_held, held_cap;
+    char *out;                 /* the text a step gives out */
+    size_t out_cap;
+    /* Statistics: prompt tokens fed, and decoding steps (a generated token fed). */
+    int prompt_tokens, decode_tokens;
+    double prompt_seconds, decode_seconds;
+} Sequence;
+
+/* A sequence of up to `capacity` tokens (<= m->max_context) generating
+ * with g; its sampler is seeded with g->sampling.seed. */
+void sequence_init(Sequence *s, Model *m, const Tokenizer *t, const GenerationConfig *g, int capacity);
+void sequence_free(Sequence *s);
+
+/* Stop strings for the next replies (at most MAX_STOP_STRINGS, non-empty):
+ * the text stops before the first place one of them appears. */
+void sequence_set_stops(Sequence *s, const char *const *stops, int n);
+
+/* Starts a reply after prompt[0..n): the whole sequence so far (a chat's
+ * whole conversation). The cached tokens that prompt begins with are kept;
+ * the rest is pending. Returns how many were kept, or -1 when n is 0 or
+ * more than the capacity. */
+int sequence_start(Sequence *s, const int *prompt, int n);
+
+/* Tokens waiting to be fed: tokens[n_cached..). */
+int sequence_pending(const Sequence *s);
+
+/* Feeds every pending token through the model (in blocks) and returns the
+ * last one's logits. */
+float *sequence_feed(Sequence *s);
+
+/* Records that the caller fed n pending tokens itself (in a batch). */
+void sequence_fed(Sequence *s, int n);
+
+/* One step from the logits of the last token (which it modifies): samples,
+ * applies the stop rules, and adds the token to the sequence as pending
+ * unless it ends the reply. On a stop, the text held back is given out. */
+Step sequence_step(Sequence *s, float *logits);
+
+/* When the caller stops a reply itself (STOP_INTERRUPTED): the text held
+ * back so far, valid until the next call. */
+const char *sequence_flush(Sequence *s, size_t *len);
+
+/* The number of tokens generated in the current reply. */
+int sequence_generated(const Sequence *s);
+
+#endif
