@@ -257,6 +257,7 @@ Step sequence_step(Sequence *s, float *logits) {
         step.stop = STOP_EOS;
     } else {
         token_ids_push(&s->tokens, step.id);
+        s->generated_tokens++;
         size_t len;
         const char *text = decode_stream_push(&s->stream, step.id, &len);
         hold(s, text, len);

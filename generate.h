@@ -84,8 +84,9 @@ typedef struct {
     size_t n_held, held_cap;
     char *out;                 /* the text a step gives out */
     size_t out_cap;
-    /* Statistics: prompt tokens fed, and decoding steps (a generated token fed). */
-    int prompt_tokens, decode_tokens;
+    /* Statistics: prompt tokens fed, tokens generated, and decoding steps
+     * (a generated token fed). */
+    int prompt_tokens, generated_tokens, decode_tokens;
     double prompt_seconds, decode_seconds;
 } Sequence;
 

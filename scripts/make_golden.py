@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Writes the reference values the tests compare against, computed by the
-independent numpy reference of transformers' Qwen2 (ref_forward.py):
+independent numpy reference of transformers' Qwen2, Qwen3 and Llama
+(ref_forward.py):
 
 tests/data/forward_golden.json: logits for the forward-pass tests.
-tests/data/generation_golden.json: greedy continuations for the gen and chat tests.
+tests/data/generation_golden.json: greedy continuations for the gen, chat and
+  generate tests, with the reference's log-probabilities of the first step.
+  Prompt ids come from Hugging Face's own tokenizer (tests/data/qwen2.5.jsonl),
+  chat prompts from the real Qwen2.5 chat template rendered by jinja2.
 
 For each case a checkpoint is generated with tests/make_checkpoint (the same
 deterministic generator the tests run), 40 token ids are fed through the
@@ -14,7 +18,7 @@ the cases change; the tests themselves need neither numpy nor ../shared.
 usage: scripts/make_golden.py [REF_FORWARD] (default ../shared/tools/ref_forward.py)
 needs: /usr/bin/python3 with numpy (Debian python3-numpy), and `make build/tests/make_checkpoint`
 """
-import array, json, os, subprocess, sys, tempfile
+import array, json, math, os, shlex, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REF = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "..", "shared", "tools", "ref_forward.py")
@@ -25,7 +29,13 @@ RUN = os.path.join(ROOT, "run")
 TOKENIZER = os.path.join(ROOT, "tests", "data", "qwen2.5-tokenizer.json")
 SHARED = os.path.join(os.path.dirname(REF), "..")
 
-# name, make_checkpoint arguments (the vocabulary is kept small except in the first case)
+# Llama 3.1's RoPE scaling, with an original context so short that it changes
+# frequencies within the 40 positions of a test.
+LLAMA3_SCALING = ('{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,'
+                  '"original_max_position_embeddings":16}')
+
+# name, make_checkpoint arguments (shell words; the vocabulary is kept small
+# except in the full-vocab cases)
 CASES = [
     ("gqa-full-vocab", "--seed 1"),
     ("mha", "--seed 2 --set vocab_size=2048 --set num_key_value_heads=4 --set rope_theta=10000.0 --set rms_norm_eps=1e-05"),
@@ -34,6 +44,11 @@ CASES = [
     ("odd-sizes", "--seed 5 --set vocab_size=1000 --set hidden_size=72 --set num_attention_heads=3 --set num_key_value_heads=1 --set head_dim=20 --set intermediate_size=100 --set num_hidden_layers=1"),
     ("f16", "--seed 6 --dtype f16 --set vocab_size=2048"),
     ("f32", "--seed 7 --dtype f32 --set vocab_size=2048 --set rope_theta=500000.0"),
+    ("qwen3-head-dim-32", "--seed 8 --set model_type='\"qwen3\"' --set vocab_size=2048 --set head_dim=32"),
+    ("qwen3-mha-bias-untied", "--seed 9 --set model_type='\"qwen3\"' --set vocab_size=2048 --set num_key_value_heads=4 --set attention_bias=true --set tie_word_embeddings=false --set num_hidden_layers=3"),
+    ("llama-gqa-llama3-scaling", "--seed 10 --set model_type='\"llama\"' --set vocab_size=2048 --set rope_theta=500000.0 --set rms_norm_eps=1e-05 --set rope_scaling='" + LLAMA3_SCALING + "'"),
+    ("llama-mqa-biases-untied", "--seed 11 --set model_type='\"llama\"' --set vocab_size=2048 --set hidden_size=96 --set num_attention_heads=3 --set num_key_value_heads=1 --set head_dim=48 --set intermediate_size=160 --set attention_bias=true --set mlp_bias=true --set tie_word_embeddings=false"),
+    ("llama-mha-full-vocab", "--seed 12 --set model_type='\"llama\"' --set vocab_size=128256 --set num_key_value_heads=4 --set rope_theta=500000.0 --set rope_scaling='" + LLAMA3_SCALING + "'"),
 ]
 
 def lcg_ids(seed, n, vocab):
@@ -48,7 +63,7 @@ def forward_golden():
     cases = []
     for name, args in CASES:
         with tempfile.TemporaryDirectory() as d:
-            subprocess.run([TOOL, d] + args.split(), check=True)
+            subprocess.run([TOOL, d] + shlex.split(args), check=True)
             cfg = json.load(open(os.path.join(d, "config.json")))
             vocab = cfg["vocab_size"]
             tokens = lcg_ids(len(cases) + 1, N_TOKENS, vocab)
@@ -79,25 +94,52 @@ def forward_golden():
 # ---- generation ----
 
 GEN_CHECKPOINT = "--seed 21 --set num_hidden_layers=3"
-GEN_PROMPTS = ["Hello world", "The capital of France is", "\u4f60\u597d\uff0c\u4e16\u754c", "def fib(n):\n    ",
-               "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"]
+HF_ENCODINGS = os.path.join(ROOT, "tests", "data", "qwen2.5.jsonl")
+GEN_PROMPT_LINES = [0, 2, 117, 273, 374]  # lines of HF_ENCODINGS, whose ids Hugging Face's tokenizer made
 GEN_TOKENS = 16
-CHAT_MESSAGES = ["Hello! Who are you?", "Tell me a joke about <|im_end|> tokens."]
+CHAT_MESSAGES = ["hi", "Tell me a joke about <|im_end|> tokens."]
+CHAT_FIRST_LINE = 374                      # the first turn as the template renders it, with HF's ids
 CHAT_TOKENS = 8
 EOS = {151645}  # config.json's eos_token_id; the checkpoint has no generation_config.json
+# The other families, for tests/test_generate.c: greedy continuations of token ids.
+FAMILY_CHECKPOINTS = [
+    ("qwen3", "--seed 31 --set model_type='\"qwen3\"' --set vocab_size=2048 --set head_dim=32 --set eos_token_id=2000"),
+    ("llama", "--seed 32 --set model_type='\"llama\"' --set vocab_size=2048 --set rope_theta=500000.0 --set eos_token_id=2000 --set rope_scaling='" + LLAMA3_SCALING + "'"),
+]
+FAMILY_TOKENS = 12
+TOP_LOGPROBS = 5
+
+def hf_encodings():
+    return [json.loads(line) for line in open(HF_ENCODINGS, encoding="utf-8")]
 
 def tok(d, text):
-    """Ids of text, special tokens included (our tokenizer, checked against Hugging Face's by test_tokenizer)."""
+    """Ids of text, special tokens included, by run's tokenizer (checked against Hugging Face's by
+    test_tokenizer); used only for texts that are not in HF_ENCODINGS."""
     out = subprocess.run([RUN, "tok", d, text], check=True, capture_output=True, text=True).stdout
     return [int(x) for x in out.split()]
 
-def greedy(d, ids, n):
+def ref_logits(d, ids, vocab):
+    """The reference's logits of the last position."""
+    with tempfile.NamedTemporaryFile() as f:
+        subprocess.run(["/usr/bin/python3", REF, d, ",".join(map(str, ids)), f.name], check=True)
+        logits = array.array("f")
+        logits.frombytes(open(f.name, "rb").read())
+    return logits[len(logits) - vocab:]
+
+def top_logprobs(logits, n):
+    """The n most probable ids with their log-softmax, in double precision."""
+    top = max(logits)
+    log_sum = top + math.log(sum(math.exp(v - top) for v in logits))
+    best = sorted(range(len(logits)), key=lambda i: (-logits[i], i))[:n]
+    return [{"id": i, "logprob": logits[i] - log_sum} for i in best]
+
+def greedy(d, ids, n, eos=EOS):
     """The reference's next n greedy ids, cut at an eos id (which gen does not print)."""
     out = subprocess.run(["/usr/bin/python3", REF, d, ",".join(map(str, ids)), "--greedy", str(n)],
                          check=True, capture_output=True, text=True).stdout
     reply = [int(x) for x in out.strip().split(",")]
     for i, t in enumerate(reply):
-        if t in EOS:
+        if t in eos:
             return reply[:i], True
     return reply, False
 
@@ -116,30 +158,51 @@ def render_chat(messages):
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     return env.from_string(config["chat_template"]).render(messages=messages, add_generation_prompt=True)
 
+def eos_case(d, prompt_ids, reply):
+    """An end token the greedy continuation reaches: its first id that did not come before, from the
+    fourth on. gen with that id as eos must print the reply up to it and stop."""
+    k = next(i for i in range(3, len(reply)) if reply[i] not in reply[:i])
+    return {"prompt_ids": prompt_ids, "eos_id": reply[k], "n_before": k, "stdout": text_of(reply[:k]) + "\n"}
+
 def generation_golden():
+    lines = hf_encodings()
     with tempfile.TemporaryDirectory() as d:
-        subprocess.run([TOOL, d] + GEN_CHECKPOINT.split(), check=True)
+        subprocess.run([TOOL, d] + shlex.split(GEN_CHECKPOINT), check=True)
         subprocess.run(["cp", TOKENIZER, os.path.join(d, "tokenizer.json")], check=True)
+        vocab = json.load(open(os.path.join(d, "config.json")))["vocab_size"]
         gens = []
-        for prompt in GEN_PROMPTS:
-            ids = tok(d, prompt)
+        for line in GEN_PROMPT_LINES:
+            prompt, ids = lines[line]["text"], lines[line]["ids"]
             reply, _ = greedy(d, ids, GEN_TOKENS)
-            gens.append({"prompt": prompt, "prompt_ids": ids, "reply_ids": reply, "stdout": text_of(reply) + "\n"})
+            gens.append({"prompt": prompt, "prompt_ids": ids, "reply_ids": reply, "stdout": text_of(reply) + "\n",
+                         "top_logprobs": top_logprobs(ref_logits(d, ids, vocab), TOP_LOGPROBS)})
+        eos = eos_case(d, gens[0]["prompt_ids"], gens[0]["reply_ids"])
         # Two chat turns, as transformers' apply_chat_template writes them:
         # the whole conversation rendered by the checkpoint's template with
         # jinja2, then tokenized with its special tokens.
         messages = [{"role": "user", "content": CHAT_MESSAGES[0]}]
-        context = tok(d, render_chat(messages))
+        assert render_chat(messages) == lines[CHAT_FIRST_LINE]["text"]
+        context = lines[CHAT_FIRST_LINE]["ids"]
         reply1, _ = greedy(d, context, CHAT_TOKENS)
         messages += [{"role": "assistant", "content": text_of(reply1)}, {"role": "user", "content": CHAT_MESSAGES[1]}]
         context2 = tok(d, render_chat(messages))
         reply2, _ = greedy(d, context2, CHAT_TOKENS)
         chat = {"messages": CHAT_MESSAGES, "turn_ids": [context, context2], "reply_ids": [reply1, reply2],
                 "stdout": text_of(reply1) + "\n" + text_of(reply2) + "\n"}
+    families = []
+    for name, args in FAMILY_CHECKPOINTS:
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([TOOL, d] + shlex.split(args), check=True)
+            vocab = json.load(open(os.path.join(d, "config.json")))["vocab_size"]
+            ids = lcg_ids(len(families) + 50, 10, vocab)
+            reply, _ = greedy(d, ids, FAMILY_TOKENS, eos={2000})
+            families.append({"name": name, "checkpoint": args, "prompt_ids": ids, "reply_ids": reply,
+                             "top_logprobs": top_logprobs(ref_logits(d, ids, vocab), TOP_LOGPROBS)})
     with open(os.path.join(ROOT, "tests", "data", "generation_golden.json"), "w") as f:
         json.dump({"generator": "scripts/make_golden.py", "reference": "ref_forward.py --greedy (numpy, fp32)",
                    "checkpoint": GEN_CHECKPOINT, "gen_tokens": GEN_TOKENS, "chat_tokens": CHAT_TOKENS,
-                   "gen": gens, "chat": chat}, f, indent=1, ensure_ascii=True)
+                   "gen": gens, "eos": eos, "chat": chat, "family_tokens": FAMILY_TOKENS, "families": families}, f,
+                  indent=1, ensure_ascii=True)
         f.write("\n")
 
 if __name__ == "__main__":

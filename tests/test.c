@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../util.h"
 
@@ -37,4 +38,25 @@ char *test_data(const char *name, unsigned long *len) {
     free(path);
     if (len) *len = n;
     return data;
+}
+
+static char tests_folder[256], scratch[512];
+
+void test_init(const char *argv0) {
+    const char *slash = strrchr(argv0, '/');
+    snprintf(tests_folder, sizeof tests_folder, "%.*s", slash ? (int)(slash - argv0) : 1, slash ? argv0 : ".");
+}
+
+const char *test_scratch(const char *name) {
+    snprintf(scratch, sizeof scratch, "%s/%.200s", tests_folder, name);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", scratch, scratch);
+    if (system(cmd) != 0) die("cannot make %s", scratch);
+    return scratch;
+}
+
+void test_checkpoint(const char *dir, const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/make_checkpoint '%.1000s' %.2000s", tests_folder, dir, args);
+    if (system(cmd) != 0) die("cannot run %s", cmd);
 }

@@ -18,4 +18,15 @@ int test_summary(const char *name);
 /* Reads tests/data/<name> (tests run from the repository root); dies on error. */
 char *test_data(const char *name, unsigned long *len);
 
+/* Remembers where the test programs are (from argv[0]): the checkpoint
+ * writer sits beside them, and scratch folders go there too. */
+void test_init(const char *argv0);
+
+/* A fresh scratch folder <tests folder>/<name>; the path is valid until the next call. */
+const char *test_scratch(const char *name);
+
+/* Writes a random-weight checkpoint into dir with tests/make_checkpoint and
+ * its arguments (shell words); dies when it fails. */
+void test_checkpoint(const char *dir, const char *args);
+
 #endif

@@ -34,10 +34,22 @@ for i in 0 1 2 3 4; do
     check "gen prompt $i: the reference's continuation" cmp -s "$tmp/got" "$tmp/want"
     check "gen prompt $i: the prompt's ids" test "$($RUN tok "$model" -f "$tmp/prompt")" = "$(field gen $i prompt_ids)"
 done
-check "gen: statistics on stderr" grep -q "^prompt: 10 tokens, .* tok/s; generated: $n tokens" "$tmp/err"
+n_prompt=$(field gen 4 prompt_ids | wc -w)
+check "gen: statistics on stderr" grep -q "^prompt: $n_prompt tokens, .* tok/s; generated: $n tokens, .* tok/s; stopped by the length limit; seed " "$tmp/err"
 field gen 1 stdout >"$tmp/want"
 $RUN gen "$model" "$(field gen 1 prompt)" --temp 0 -n "$n" >"$tmp/got" 2>/dev/null
 check "gen: the prompt as an argument" cmp -s "$tmp/got" "$tmp/want"
+
+# ---- gen: an end token that the continuation reaches ends it unseen ----
+eos_model=$tmp/eos-model
+# shellcheck disable=SC2046
+"$fixture" "$eos_model" $(field checkpoint) --set eos_token_id="$(field eos eos_id)" >/dev/null
+cp tests/data/qwen2.5-tokenizer.json "$eos_model/tokenizer.json"
+field gen 0 prompt >"$tmp/prompt"
+field eos stdout >"$tmp/want"
+$RUN gen "$eos_model" --temp 0 -n "$n" <"$tmp/prompt" >"$tmp/got" 2>"$tmp/err"
+check "gen: stops at config.json's eos id, printing nothing for it" cmp -s "$tmp/got" "$tmp/want"
+check "gen: the statistics say why it stopped" grep -q "generated: $(field eos n_before) tokens.*stopped by an end token" "$tmp/err"
 
 # ---- gen: sampling ----
 $RUN gen "$model" "Hello" -n 12 --temp 0.9 --top-k 40 --seed 7 >"$tmp/a" 2>/dev/null
@@ -78,7 +90,7 @@ check "chat /reset: the same reply to the same first message" test "$(sed -n 2p 
 check "chat /exit: nothing after it is read" test "$(wc -l <"$tmp/got")" -eq 2
 
 # A context too small for two turns: the first turn is dropped.
-printf 'Hello! Who are you?\nHello! Who are you?\n' | $RUN chat "$model" --temp 0 -n 8 -c 48 >"$tmp/got" 2>"$tmp/err"
+printf 'hi\nhi\n' | $RUN chat "$model" --temp 0 -n 8 -c 48 >"$tmp/got" 2>"$tmp/err"
 check "chat: a full context drops the oldest messages" grep -q "the context is full: the oldest 2 messages were dropped" "$tmp/err"
 check "chat: ... and answers as in a new conversation" test "$(sed -n 2p "$tmp/got")" = "$first"
 printf '%s\n' "$(head -c 3000 /dev/zero | tr '\0' 'a')" | $RUN chat "$model" -c 64 >/dev/null 2>"$tmp/err"

@@ -16,21 +16,13 @@
 #include "../net.h"
 #include "test.h"
 
-/* q8 weights are approximate: the largest logit error we accept, relative to
- * the largest logit (measured: up to 3.1e-2 on these shapes, 3.0e-2 on the
- * Qwen2.5-0.5B shape; llama.cpp's Q8_0 gives 3.5e-2 there). */
-#define Q8_TOLERANCE 3.5e-2
+/* q8 weights are approximate: the largest logit error we accept over the
+ * whole vocabulary, relative to the largest exact logit. Measured: 2.1e-2 to
+ * 3.54e-2 on these small shapes, whose rows are only 2 to 8 blocks long
+ * (llama.cpp's Q8_0 gives 3.5e-2 on the Qwen2.5-0.5B shape). */
+#define Q8_TOLERANCE 4.0e-2
 
-static char tool[512], work[512];
-
-static void make_checkpoint(const char *dir, const char *args) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%.500s %.1000s %.500s", tool, dir, args);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "cannot run %s\n", cmd);
-        exit(1);
-    }
-}
+static char work[512];
 
 /* Logits of every position [n, vocab], feeding the tokens `block` at a time. */
 static float *run_logits(const char *dir, ModelOptions opt, const int *tokens, int n, int block) {
@@ -86,7 +78,7 @@ static void test_case(const JsonValue *c) {
     for (int i = 0; i < n; i++) tokens[i] = (int)tok->items[i].number.integer;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/%s", work, name);
-    make_checkpoint(dir, args);
+    test_checkpoint(dir, args);
     Config cfg;
     Error e;
     char *config_path = model_path(dir, "config.json");
@@ -118,12 +110,22 @@ static void test_case(const JsonValue *c) {
     float *converted = run_logits(dir, f32, tokens, n, 128);
     CHECK(converted && memcmp(logits, converted, bytes) == 0, "%s: --dtype f32 gives identical logits", name);
 
+    /* q8 against the exact logits (which match the reference) over the
+     * whole vocabulary; a model with no width that splits into blocks of 32
+     * keeps every matrix as stored. */
     ModelOptions q8 = {.threads = 2, .dtype = DTYPE_AS_Q8};
     float *quantized = run_logits(dir, q8, tokens, n, 128);
-    if (quantized) {
-        Agreement aq = compare(c, quantized, cfg.vocab_size);
-        CHECK(aq.rel_err <= Q8_TOLERANCE, "%s: q8 logits within %.1e (rel err %.2e)", name, Q8_TOLERANCE, aq.rel_err);
-        printf("%s: q8 rel err %.2e, argmax %d/%d\n", name, aq.rel_err, aq.argmax_agree, n);
+    if (quantized && cfg.dim % Q8_BLOCK != 0 && cfg.hidden_dim % Q8_BLOCK != 0) {
+        CHECK(memcmp(logits, quantized, bytes) == 0, "%s: q8 leaves matrices that do not split into blocks as stored", name);
+    } else if (quantized) {
+        double max_diff = 0, max_abs = 0;
+        for (size_t i = 0; i < (size_t)n * cfg.vocab_size; i++) {
+            max_diff = fmax(max_diff, fabs(quantized[i] - logits[i]));
+            max_abs = fmax(max_abs, fabs(logits[i]));
+        }
+        CHECK(max_diff / max_abs <= Q8_TOLERANCE, "%s: q8 logits within %.1e over the whole vocabulary (rel err %.2e)", name,
+              Q8_TOLERANCE, max_diff / max_abs);
+        printf("%s: q8 rel err %.2e over the whole vocabulary\n", name, max_diff / max_abs);
     }
     free(tokens);
     free(logits);
@@ -141,13 +143,56 @@ static void test_sharded(const JsonValue *c) {
     char dir[1024], args[1024];
     snprintf(dir, sizeof dir, "%s/sharded", work);
     snprintf(args, sizeof args, "%s --shards 3", json_get(c, "args")->string);
-    make_checkpoint(dir, args);
+    test_checkpoint(dir, args);
     ModelOptions opt = {.threads = 2};
     float *logits = run_logits(dir, opt, tokens, n, 128);
     if (!logits) return;
     Agreement a = compare(c, logits, 2048);
     CHECK(a.rel_err <= 1e-4 && a.argmax_agree == n, "sharded checkpoint matches the reference (rel err %.2e)", a.rel_err);
     free(logits);
+}
+
+/* A batch of three sequences at different positions - a prompt, a decoding
+ * step, a prompt continuing a cached one - gives each exactly the logits it
+ * gets alone. */
+static void test_batch(const JsonValue *c) {
+    const JsonValue *tok = json_get(c, "tokens");
+    int tokens[64], n = (int)tok->len;
+    for (int i = 0; i < n; i++) tokens[i] = (int)tok->items[i].number.integer;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/batch", work);
+    test_checkpoint(dir, json_get(c, "args")->string);
+    Model m;
+    Error e;
+    ModelOptions opt = {.threads = 2, .context = 64};
+    if (model_load(&m, dir, &opt, &e) != 0) {
+        CHECK(0, "batch: %s", e.msg);
+        return;
+    }
+    size_t vocab = (size_t)m.config.vocab_size;
+    KVCache alone[3], together[3];
+    for (int i = 0; i < 3; i++) kv_cache_init(&alone[i], &m, 64), kv_cache_init(&together[i], &m, 64);
+    /* Sequence 1 and 2 have tokens in their caches already. */
+    forward(&m, &alone[1], tokens, 20, 0, false);
+    forward(&m, &together[1], tokens, 20, 0, false);
+    forward(&m, &alone[2], tokens + 5, 9, 0, false);
+    forward(&m, &together[2], tokens + 5, 9, 0, false);
+    Chunk chunks[3] = {
+        {.cache = &together[0], .tokens = tokens, .n_tokens = 17, .pos = 0, .all_logits = true},
+        {.cache = &together[1], .tokens = tokens + 20, .n_tokens = 1, .pos = 20, .all_logits = false},
+        {.cache = &together[2], .tokens = tokens + 30, .n_tokens = 6, .pos = 9, .all_logits = false},
+    };
+    float *want = xmalloc(19 * vocab * sizeof(float));
+    for (int i = 0; i < 3; i++) {
+        const float *got = forward(&m, &alone[i], chunks[i].tokens, chunks[i].n_tokens, chunks[i].pos, chunks[i].all_logits);
+        size_t rows = i == 0 ? 17 : 1, at = i == 0 ? 0 : 16 + (size_t)i;
+        memcpy(want + at * vocab, got, rows * vocab * sizeof(float));
+    }
+    const float *got = forward_batch(&m, chunks, 3);
+    CHECK(memcmp(got, want, 19 * vocab * sizeof(float)) == 0, "a batch of three sequences: each gets its logits alone");
+    for (int i = 0; i < 3; i++) kv_cache_free(&alone[i]), kv_cache_free(&together[i]);
+    free(want);
+    model_free(&m);
 }
 
 /* ---- config.json and checkpoint errors ---- */
@@ -234,7 +279,7 @@ static void load_refused(const char *dir, const char *config_extra, ModelOptions
 static void test_load_errors(void) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/mismatch", work);
-    make_checkpoint(dir, "--seed 9");
+    test_checkpoint(dir, "--seed 9");
     ModelOptions opt = {.threads = 1};
     load_refused(dir, "\"num_hidden_layers\": 3", opt, "tensor 'model.layers.2.input_layernorm.weight' is missing");
     load_refused(dir, "\"intermediate_size\": 100", opt,
@@ -252,14 +297,8 @@ static void test_load_errors(void) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    /* The fixture tool sits beside this test program; scratch space too. */
-    const char *slash = strrchr(argv[0], '/');
-    int dir_len = slash ? (int)(slash - argv[0]) : 1;
-    snprintf(tool, sizeof tool, "%.*s/make_checkpoint", dir_len, slash ? argv[0] : ".");
-    snprintf(work, sizeof work, "%.*s/work-net", dir_len, slash ? argv[0] : ".");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s", work);
-    if (system(cmd) != 0) return 1;
+    test_init(argv[0]);
+    snprintf(work, sizeof work, "%.400s", test_scratch("work-net"));
 
     unsigned long len;
     char *text = test_data("forward_golden.json", &len);
@@ -273,6 +312,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < cases->len; i++) test_case(&cases->items[i]);
     for (size_t i = 0; i < cases->len; i++)
         if (strcmp(json_get(&cases->items[i], "name")->string, "mha") == 0) test_sharded(&cases->items[i]);
+    for (size_t i = 0; i < cases->len; i++)
+        if (strcmp(json_get(&cases->items[i], "name")->string, "llama-gqa-llama3-scaling") == 0) test_batch(&cases->items[i]);
     json_free(&doc);
     free(text);
     test_config();
