@@ -32,8 +32,10 @@ FIXTURE_TOOL = $(BUILD)/tests/make_checkpoint
 # Large test fixtures are committed gzip-compressed and unpacked on demand.
 TEST_DATA = $(patsubst %.gz,%,$(wildcard tests/data/*.gz))
 # The model `make chat` talks to: a Hugging Face repo id, downloaded once
-# into models/<name>, or a local checkpoint folder, used as it is.
+# into models/<name>, or a local checkpoint folder or .safetensors file, used
+# as it is. ARGS are passed on to `run chat` (make chat ARGS="--temp 0.2").
 MODEL ?= Qwen/Qwen2.5-0.5B-Instruct
+ARGS ?=
 
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
 
@@ -56,12 +58,12 @@ $(BUILD):
 # a downloaded model needs no network; otherwise download.sh fetches what is
 # missing (and resumes what was interrupted).
 chat: $(BIN)
-	@if [ -d '$(MODEL)' ]; then dir='$(MODEL)'; else \
+	@if [ -e '$(MODEL)' ]; then dir='$(MODEL)'; else \
 	  dir='models/$(notdir $(MODEL))'; \
 	  ./$(BIN) info "$$dir" >/dev/null 2>&1 || \
 	    RUN=./$(BIN) sh scripts/download.sh '$(MODEL)' "$$dir" || exit 1; \
 	fi; \
-	exec ./$(BIN) chat "$$dir"
+	exec ./$(BIN) chat "$$dir" $(ARGS)
 
 tests/data/%: tests/data/%.gz
 	gzip -dc $< > $@

@@ -69,7 +69,7 @@ const char *stop_reason_text(StopReason r) {
     static const char *texts[] = {
         [STOP_NONE] = "not stopped",          [STOP_EOS] = "an end token",
         [STOP_STRING] = "a stop string",      [STOP_LENGTH] = "the length limit",
-        [STOP_CONTEXT_FULL] = "a full context", [STOP_INTERRUPTED] = "interrupted",
+        [STOP_CONTEXT_FULL] = "a full context", [STOP_INTERRUPTED] = "an interruption",
     };
     return texts[r];
 }

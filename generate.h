@@ -45,7 +45,8 @@ typedef enum {
     STOP_INTERRUPTED,          /* the caller stopped it (set by the caller) */
 } StopReason;
 
-/* "an end token", "a stop string", "the length limit", ... */
+/* "an end token", "a stop string", "the length limit", "a full context",
+ * "an interruption". */
 const char *stop_reason_text(StopReason r);
 
 enum { MAX_STOP_STRINGS = 4, MAX_TOP_LOGPROBS = 20 };

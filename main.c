@@ -5,6 +5,7 @@
  * prompt too long for the context), 2 on a usage error (an unknown flag, a
  * bad value), 130 when gen is interrupted with Ctrl-C. */
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -145,32 +146,105 @@ static void check_token(const Model *m, long id) {
     if (id < 0 || id >= m->config.vocab_size) die("token id %ld is outside the vocabulary [0, %d)", id, m->config.vocab_size);
 }
 
+/* ---- a progress line while loading ---- */
+
+/* On a terminal, a load that takes more than a second (a cold page cache,
+ * a conversion to q8) gets a line on stderr saying what it is doing. */
+typedef struct {
+    const char *model;
+    const char *phase;         /* what is happening now */
+    double start;
+    bool done, shown;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t thread;
+} Progress;
+
+enum { PROGRESS_DELAY_MS = 1000, PROGRESS_EVERY_MS = 250 };
+
+static void *progress_main(void *arg) {
+    Progress *p = arg;
+    pthread_mutex_lock(&p->lock);
+    while (!p->done) {
+        double elapsed = now_seconds() - p->start;
+        if (elapsed * 1e3 >= PROGRESS_DELAY_MS) {
+            fprintf(stderr, "\r\033[Krun: %s %s (%.1f s)", p->phase, p->model, elapsed);
+            p->shown = true;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long ns = until.tv_nsec + PROGRESS_EVERY_MS * 1000000L;
+        until.tv_sec += ns / 1000000000L;
+        until.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&p->wake, &p->lock, &until);
+    }
+    if (p->shown) fputs("\r\033[K", stderr);
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static void progress_start(Progress *p, const char *model) {
+    *p = (Progress){.model = model, .phase = "loading", .start = now_seconds()};
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    if (!isatty(STDERR_FILENO) || pthread_create(&p->thread, NULL, progress_main, p) != 0) p->done = true;
+}
+
+static void progress_phase(Progress *p, const char *phase) {
+    pthread_mutex_lock(&p->lock);
+    p->phase = phase;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void progress_end(Progress *p) {
+    pthread_mutex_lock(&p->lock);
+    bool running = !p->done;
+    p->done = true;
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    if (running) pthread_join(p->thread, NULL);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->wake);
+}
+
+/* ---- loading a checkpoint ---- */
+
 /* Loads the model and the tokenizer of checkpoint MODEL, and checks its
  * generation_config.json, so that every command refuses a broken folder
  * (download.sh and make chat trust `run info` to check one). The tokenizer
  * is optional for the commands that only run token ids (info, fwd, bench):
- * without tokenizer.json they get NULL. The weights' pages are read in on a
- * background thread while the tokenizer loads. */
-static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool need_tokenizer) {
+ * without tokenizer.json they get NULL. With `warm`, the weights' pages are
+ * read in on a background thread while the tokenizer loads, and are all in
+ * memory on return. */
+static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool need_tokenizer, bool warm) {
     Error e;
-    if (model_load(m, path, opt, &e) != 0) die("%s", e.msg);
-    model_warm_up(m);
+    Progress progress;
+    progress_start(&progress, path);
+    progress_phase(&progress, opt->dtype == DTYPE_AS_Q8 ? "quantizing the weights of" :
+                              opt->dtype == DTYPE_AS_F32 ? "converting the weights of" : "opening");
+    if (model_load(m, path, opt, &e) != 0) progress_end(&progress), die("%s", e.msg);
+    if (warm) model_warm_up(m);
+    progress_phase(&progress, "loading the tokenizer of");
+    GenerationConfig unused;
+    char *tok_path = model_path(path, "tokenizer.json");
+    Tokenizer *t = NULL;
+    int rc = generation_config_load(&unused, path, &m->config, -1, &e);
+    if (rc == 0 && (need_tokenizer || access(tok_path, F_OK) == 0)) {
+        t = tokenizer_load(tok_path, &e);
+        rc = t ? 0 : -1;
+        /* The tokenizer must not make ids that the model has no embedding for. */
+        if (t && tokenizer_vocab_size(t) > m->config.vocab_size)
+            rc = fail(&e, "%s: token ids go up to %d, past the model's vocab_size of %d", tok_path,
+                      tokenizer_vocab_size(t) - 1, m->config.vocab_size);
+    }
+    progress_phase(&progress, "reading the weights of");
+    if (rc == 0) model_ready(m);
+    progress_end(&progress);
+    free(tok_path);
+    if (rc != 0) die("%s", e.msg);
     if (opt->threads > cpu_count())
         warn("%d threads asked for, but this process may use %d CPUs: threads will wait for each other", opt->threads,
              cpu_count());
-    GenerationConfig unused;
-    if (generation_config_load(&unused, path, &m->config, -1, &e) != 0) die("%s", e.msg);
-    char *tok_path = model_path(path, "tokenizer.json");
-    Tokenizer *t = NULL;
-    if (need_tokenizer || access(tok_path, F_OK) == 0) {
-        t = tokenizer_load(tok_path, &e);
-        if (!t) die("%s", e.msg);
-        /* The tokenizer must not make ids that the model has no embedding for. */
-        if (tokenizer_vocab_size(t) > m->config.vocab_size)
-            die("%s: token ids go up to %d, past the model's vocab_size of %d", tok_path, tokenizer_vocab_size(t) - 1,
-                m->config.vocab_size);
-    }
-    free(tok_path);
     return t;
 }
 
@@ -234,7 +308,7 @@ static int cmd_info(Args *a) {
     }
     if (!path) usage_error(a, "MODEL is missing");
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false, false);
     const Config *c = &m.config;
     printf("model: %s\n", path);
     printf("architecture: %s, %d layers, hidden %d, MLP %d, %d query heads, %d key/value heads, head_dim %d\n",
@@ -398,7 +472,7 @@ static int cmd_fwd(Args *a) {
         n = 1;
     }
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false, true);
     for (int i = 0; i < n; i++) check_token(&m, ids[i]);
     if ((long)pos + n > m.max_context)
         die("the last token's position, %ld, is past the context of %d positions", (long)pos + n - 1, m.max_context);
@@ -481,7 +555,7 @@ static int cmd_bench(Args *a) {
     if (!path) usage_error(a, "MODEL is missing");
     if (!opt.context) opt.context = depth + (n_prompt > n_gen ? n_prompt : n_gen);
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false, true);
     int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth;
     if ((long)depth + n_prompt > m.max_context || (long)depth + n_gen > m.max_context)
         die("depth %d + %d tokens do not fit the context of %d positions", depth, n_prompt > n_gen ? n_prompt : n_gen,
@@ -767,11 +841,14 @@ static void catch_interrupt(void) {
     sigaction(SIGINT, &sa, NULL);
 }
 
-/* Terminal colours, reset on every way out. */
-static bool colour_used;
+/* Terminal colours, reset on every way out (and bracketed paste, which chat
+ * turns on, turned off). */
+static bool colour_used, paste_mode;
 
 static void reset_colour(void) {
-    if (colour_used) fputs("\033[0m", stdout), fflush(stdout);
+    if (colour_used) fputs("\033[0m", stdout);
+    if (paste_mode) fputs("\033[?2004l", stdout);
+    fflush(stdout);
 }
 
 static bool use_colour(void) {
@@ -927,7 +1004,7 @@ static int cmd_gen(Args *a) {
     }
 
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
     GenerationConfig g = generation_settings(path, &m.config, &flags, 256);
     TokenIds ids = {0};
     warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_ADDED_TOKENS, &ids));
@@ -1029,7 +1106,7 @@ static int cmd_chat(Args *a) {
     check_generation_flags(a, &flags);
 
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
     GenerationConfig g = generation_settings(path, &m.config, &flags, -1);
     Error e;
     Chat chat;
@@ -1041,6 +1118,12 @@ static int cmd_chat(Args *a) {
     const char *prompt = colour ? "\033[1;32m> \033[0m" : "> ", *more = colour ? "\033[1;32m. \033[0m" : ". ";
     const char *reply_on = colour ? "\033[36m" : "", *reply_off = colour ? "\033[0m" : "";
     Output o = {.verbose = flags.verbose, .thinking_on = colour ? "\033[2m" : "", .thinking_off = reply_on};
+    if (interactive && isatty(STDOUT_FILENO)) {
+        /* A paste then comes between ESC[200~ and ESC[201~: it is one message. */
+        fputs("\033[?2004h", stdout);
+        if (!paste_mode && !colour_used) atexit(reset_colour);
+        paste_mode = true;
+    }
     if (interactive)
         fprintf(stderr, "chatting with %s (context %d tokens). /help lists the commands.\n", path, m.max_context);
     else

@@ -230,6 +230,21 @@ static bool is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A file given as MODEL must be the weights: a single .safetensors file or
+ * the index of shards, not another file of the folder or one shard. */
+static int check_weights_file(const char *path, Error *e) {
+    if (ends_with(path, ".gguf"))
+        return fail(e, "%s is a GGUF file (llama.cpp's format), which run does not read: pass a Hugging Face checkpoint "
+                    "folder (config.json, *.safetensors, tokenizer.json)", path);
+    if (ends_with(path, ".json") && !ends_with(path, "model.safetensors.index.json"))
+        return fail(e, "%s: pass the checkpoint folder that holds it, not one of its files", path);
+    char *index = model_path(path, "model.safetensors.index.json");
+    bool sharded = ends_with(path, ".safetensors") && is_file(index);
+    free(index);
+    if (sharded) return fail(e, "%s is one shard of a sharded checkpoint: pass the folder that holds it", path);
+    return 0;
+}
+
 /* The weights of MODEL: the .safetensors (or index) file given, or the
  * folder's model.safetensors, or its model.safetensors.index.json. */
 static char *weights_path(const char *model, Error *e) {
@@ -238,7 +253,7 @@ static char *weights_path(const char *model, Error *e) {
         fail(e, "%s: no such file or folder", model);
         return NULL;
     }
-    if (!S_ISDIR(st.st_mode)) return xstrdup(model);
+    if (!S_ISDIR(st.st_mode)) return check_weights_file(model, e) == 0 ? xstrdup(model) : NULL;
     char *single = path_join(model, "model.safetensors");
     if (is_file(single)) return single;
     free(single);
@@ -320,13 +335,13 @@ void model_warm_up(Model *m) {
     m->warming_up = pthread_create(&m->warm_up, NULL, touch_pages, &m->st) == 0;
 }
 
-static void wait_for_warm_up(Model *m) {
+void model_ready(Model *m) {
     if (m->warming_up) pthread_join(m->warm_up, NULL);
     m->warming_up = false;
 }
 
 void model_free(Model *m) {
-    wait_for_warm_up(m);
+    model_ready(m);
     free_weights(m);
     free_state(&m->state);
     st_close(&m->st);
@@ -564,7 +579,7 @@ float *forward_batch(Model *m, const Chunk *chunks, int n_chunks) {
     Batch b = {.chunks = chunks, .n_chunks = n_chunks, .n = 0};
     for (int i = 0; i < n_chunks; i++) b.n += chunks[i].n_tokens;
     count_attention_items(&b, c->n_kv_heads);
-    wait_for_warm_up(m);
+    model_ready(m);
 
     /* Each token's embedding starts its residual stream. */
     int i = 0;

@@ -129,6 +129,9 @@ void model_free(Model *m);
  * tokenizer) overlaps with it. */
 void model_warm_up(Model *m);
 
+/* Waits until the warm-up has read every page in (at once without one). */
+void model_ready(Model *m);
+
 /* Bytes of the weights as run, and of a KV cache of `capacity` positions. */
 size_t model_weight_bytes(const Model *m);
 size_t kv_cache_bytes(const Config *c, int capacity);

@@ -117,6 +117,9 @@ static int check_layout(const char *label, Span *spans, size_t n, size_t data_si
 
 int st_add_file(SafeTensors *st, const unsigned char *bytes, size_t size, const char *label, Error *e) {
     if (size < 8) return fail(e, "%s: file is %zu bytes, too short for a safetensors header", label, size);
+    if (memcmp(bytes, "GGUF", 4) == 0)
+        return fail(e, "%s is a GGUF file (llama.cpp's format), which run does not read: pass a Hugging Face checkpoint "
+                    "folder (config.json, *.safetensors, tokenizer.json)", label);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | bytes[i];
     if (n == 0) return fail(e, "%s: header length is 0", label);
@@ -181,11 +184,6 @@ static int add_path(SafeTensors *st, const char *path, Error *e) {
     f->path = xstrdup(path);
     st->n_files++;
     return st_add_file(st, f->map, f->size, f->path, e);
-}
-
-static int ends_with(const char *s, const char *suffix) {
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
 /* A shard's name: not empty, no folder part, no NUL. */

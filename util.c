@@ -160,6 +160,11 @@ int read_file(const char *path, char **data, size_t *len, Error *e) {
     return 0;
 }
 
+bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
 char *path_join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
     char *p = xmalloc(a + b + 2);

@@ -3,6 +3,7 @@
 #ifndef UTIL_H
 #define UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdnoreturn.h>
 
@@ -46,6 +47,9 @@ void unmap_file(const void *data, size_t size);
 
 /* Reads a whole regular file (at most 1 GiB) into a fresh NUL-terminated buffer. */
 int read_file(const char *path, char **data, size_t *len, Error *e);
+
+/* Whether string s ends with suffix. */
+bool ends_with(const char *s, const char *suffix);
 
 /* Joins a folder and a file name with '/' into a fresh string. */
 char *path_join(const char *dir, const char *name);

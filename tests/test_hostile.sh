@@ -90,7 +90,17 @@ no_such=$corpus/no-such-model
 expect 2 "unknown command 'frobnicate'" frobnicate "$base"
 expect 1 "$no_such: no such file or folder" info "$no_such"
 expect 1 ": no such file or folder" info ""
-expect 1 "no \"weight_map\" object" info "$base/config.json"
+expect 1 "$base/config.json: pass the checkpoint folder that holds it, not one of its files" info "$base/config.json"
+# A GGUF file, by name or by its magic number, and one shard of several.
+other=$(mktemp -d)
+printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000' >"$other/model.gguf"
+expect 1 "$other/model.gguf is a GGUF file (llama.cpp's format), which run does not read" info "$other/model.gguf"
+cp "$other/model.gguf" "$other/model.safetensors"
+expect 1 "$other/model.safetensors is a GGUF file (llama.cpp's format)" info "$other/model.safetensors"
+"${TESTBIN:-build/tests}/make_checkpoint" "$other/sharded" --shards 2 --set vocab_size=300 >/dev/null
+expect 1 "model-00001-of-00002.safetensors is one shard of a sharded checkpoint: pass the folder that holds it" \
+    info "$other/sharded/model-00001-of-00002.safetensors"
+rm -r "$other"
 expect 1 "/dev/config.json: No such file or directory" info /dev/null
 
 # Model flags, as every command takes them.
