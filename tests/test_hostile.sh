@@ -96,6 +96,7 @@ other=$(mktemp -d)
 printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000' >"$other/model.gguf"
 expect 1 "$other/model.gguf is a GGUF file (llama.cpp's format), which run does not read" info "$other/model.gguf"
 cp "$other/model.gguf" "$other/model.safetensors"
+cp "$base/config.json" "$other/"
 expect 1 "$other/model.safetensors is a GGUF file (llama.cpp's format)" info "$other/model.safetensors"
 "${TESTBIN:-build/tests}/make_checkpoint" "$other/sharded" --shards 2 --set vocab_size=300 >/dev/null
 expect 1 "model-00001-of-00002.safetensors is one shard of a sharded checkpoint: pass the folder that holds it" \
