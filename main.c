@@ -394,20 +394,24 @@ static char *read_standard_input(size_t *len) {
 }
 
 static const char TOK_USAGE[] =
-    "usage: run tok MODEL [TEXT | -f FILE] [--pieces] [--plain]\n"
+    "usage: run tok MODEL [TEXT | -f FILE] [--pieces] [--plain] [--no-special]\n"
     "\n"
     "Prints the token ids of TEXT, of FILE, or of standard input when neither is\n"
-    "given, separated by spaces on one line. Only MODEL's tokenizer.json is read.\n"
+    "given, separated by spaces on one line, as Hugging Face encodes it: with the\n"
+    "special tokens the tokenizer adds (Llama 3's <|begin_of_text|> first; Qwen's\n"
+    "add none). Only MODEL's tokenizer.json is read.\n"
     "\n"
-    "  -f FILE     read the text from FILE\n"
-    "  --pieces    print one line per token instead: the id, a tab, and the token as\n"
-    "              tokenizer.json spells it (a space shows as \"\xC4\xA0\", a newline as \"\xC4\x8A\")\n"
-    "  --plain     read added tokens such as <|im_end|> in the text as plain text\n"
-    "  -h, --help  print this help\n";
+    "  -f FILE       read the text from FILE\n"
+    "  --pieces      print one line per token instead: the id, a tab, and the token\n"
+    "                as tokenizer.json spells it (a space shows as \"\xC4\xA0\", a newline\n"
+    "                as \"\xC4\x8A\")\n"
+    "  --plain       read added tokens such as <|im_end|> in the text as plain text\n"
+    "  --no-special  add no special tokens (add_special_tokens=False)\n"
+    "  -h, --help    print this help\n";
 
 static int cmd_tok(int argc, char **argv) {
     const char *model = NULL, *text = NULL, *file = NULL;
-    bool pieces = false, plain = false, flags_done = false;
+    bool pieces = false, plain = false, special = true, flags_done = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!flags_done && is_help(a)) {
@@ -417,6 +421,7 @@ static int cmd_tok(int argc, char **argv) {
         if (!flags_done && strcmp(a, "-f") == 0) file = flag_value(argc, argv, &i);
         else if (!flags_done && strcmp(a, "--pieces") == 0) pieces = true;
         else if (!flags_done && strcmp(a, "--plain") == 0) plain = true;
+        else if (!flags_done && strcmp(a, "--no-special") == 0) special = false;
         else if (!flags_done && strcmp(a, "--") == 0) flags_done = true;
         else if (!flags_done && a[0] == '-' && a[1] != '\0') die_usage("tok: unknown flag '%s'", a);
         else if (!model) model = a;
@@ -439,7 +444,8 @@ static int cmd_tok(int argc, char **argv) {
         data = read_standard_input(&len);
     }
     TokenIds ids = {0};
-    size_t bad = tokenizer_encode(t, data, len, plain ? ENCODE_PLAIN : ENCODE_ADDED_TOKENS, &ids);
+    EncodeMode mode = (plain ? ENCODE_PLAIN : ENCODE_ADDED_TOKENS) | (special ? ENCODE_ADD_SPECIAL : 0);
+    size_t bad = tokenizer_encode(t, data, len, mode, &ids);
     if (bad) warn("%zu invalid UTF-8 sequence%s in the input replaced by U+FFFD", bad, bad == 1 ? "" : "s");
     for (size_t i = 0; i < ids.n; i++) {
         if (pieces) {
@@ -768,7 +774,7 @@ static int cmd_gen(int argc, char **argv) {
     Session s;
     session_open(&s, path, &opt, &flags, 256);
     TokenIds ids = {0};
-    encode(&s, text, len, ENCODE_ADDED_TOKENS, &ids);
+    encode(&s, text, len, ENCODE_PROMPT, &ids);
     free(text);
     if (ids.n == 0) die("the prompt is empty");
     if (ids.n > (size_t)s.model.seq_len)
