@@ -98,8 +98,9 @@ enum { BPE_SCRATCH_KEPT = 1 << 16 };
 /* An added token: found in texts by its content, which may differ from the
  * bytes it decodes to (see added_token_bytes). */
 typedef struct {
+    const char *content;  /* [len], in the tokenizer's added_text */
+    uint32_t len;
     int id;
-    uint32_t at, len;  /* the content is added_text[at .. at + len) */
 } AddedToken;
 
 struct Tokenizer {
@@ -113,7 +114,7 @@ struct Tokenizer {
     size_t vocab_mask;          /* its size - 1 (a power of two) */
     Merge *merges;              /* hash table of merge rules by pair */
     size_t merge_mask;
-    AddedToken *added;          /* [n_added] the added tokens, longest content first */
+    AddedToken *added;          /* [n_added] the added tokens, sorted by content (compare_content) */
     int n_added;
     char *added_text;           /* their contents, back to back */
     bool added_starts[256];     /* whether some added token begins with this byte */
@@ -194,18 +195,35 @@ static const Merge *merge_find(const Tokenizer *t, int left, int right) {
 
 int tokenizer_vocab_size(const Tokenizer *t) { return t->vocab_size; }
 
-/* The added token whose content is s[0..n), or NULL. */
+/* The order of the added tokens: by content, byte by byte, a content
+ * before the longer ones it begins. */
+static int compare_content(const char *a, size_t a_len, const char *b, size_t b_len) {
+    int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
+    return c ? c : (a_len > b_len) - (a_len < b_len);
+}
+
+static int compare_added(const void *a, const void *b) {
+    const AddedToken *x = a, *y = b;
+    return compare_content(x->content, x->len, y->content, y->len);
+}
+
+/* The added token whose content is s[0..n), n > 0, or NULL. */
 static const AddedToken *added_find(const Tokenizer *t, const char *s, size_t n) {
-    for (int i = 0; i < t->n_added; i++) {
-        const AddedToken *a = &t->added[i];
-        if (a->len == n && memcmp(t->added_text + a->at, s, n) == 0) return a;
+    size_t lo = 0, hi = (size_t)t->n_added;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = compare_content(t->added[mid].content, t->added[mid].len, s, n);
+        if (c == 0) return &t->added[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
     }
     return NULL;
 }
 
 int tokenizer_find(const Tokenizer *t, const char *content, size_t len) {
+    if (len == 0) return -1;
     const AddedToken *a = added_find(t, content, len);
-    return a ? a->id : len == 0 ? -1 : vocab_find(t, content, len);
+    return a ? a->id : vocab_find(t, content, len);
 }
 
 const char *tokenizer_token(const Tokenizer *t, int id, size_t *len) {
@@ -221,7 +239,7 @@ char *tokenizer_spelling(const Tokenizer *t, int id) {
     for (int i = 0; i < t->n_added; i++)
         if (t->added[i].id == id) {
             char *out = xmalloc(t->added[i].len + 1);
-            memcpy(out, t->added_text + t->added[i].at, t->added[i].len);
+            memcpy(out, t->added[i].content, t->added[i].len);
             out[t->added[i].len] = '\0';
             return out;
         }
@@ -523,8 +541,8 @@ static int load_vocab(Tokenizer *t, const JsonValue *vocab, const int16_t *char_
     return rc;
 }
 
-/* Puts the added tokens into the token table, and lists them longest first,
- * so that the first one matching in a text is the longest.
+/* Lists the added tokens, sorted by content, and puts them into the token
+ * table.
  *
  * Hugging Face's tokenizers numbers the added tokens itself, in the order
  * of the file, and only warns when tokenizer.json says otherwise: one that
@@ -539,39 +557,45 @@ static int load_added(Tokenizer *t, const JsonValue *vocab, const JsonValue *add
     if (text_len > UINT32_MAX) return fail(e, "the added tokens are too long");
     t->added = xmalloc((added->len + 1) * sizeof *t->added);
     t->added_text = xmalloc(text_len + 1);
+
+    /* Their contents back to back, then the tokens sorted: a content given
+     * twice lands next to its twin. */
+    size_t at = 0;
+    for (size_t i = 0; i < added->len; i++) {
+        const JsonValue *content = json_get(&added->items[i], "content");
+        memcpy(t->added_text + at, content->string, content->len);
+        t->added[i] = (AddedToken){t->added_text + at, (uint32_t)content->len,
+                                   (int)json_get(&added->items[i], "id")->number.integer};
+        at += content->len;
+        t->added_starts[(unsigned char)content->string[0]] = true;
+    }
+    t->n_added = (int)added->len;
+    qsort(t->added, added->len, sizeof *t->added, compare_added);
+    for (size_t i = 1; i < added->len; i++)
+        if (compare_added(&t->added[i - 1], &t->added[i]) == 0)
+            return fail(e, "added token '%s' is given twice", shown(t->added[i].content, t->added[i].len, buf));
+
+    /* Hugging Face's numbering, in the order of the file, and each token's
+     * bytes (but for one that is a vocabulary token: those are there). */
     char *bytes = xmalloc(text_len + 1);
-    uint32_t at = 0;
     int64_t largest = -1;  /* the largest added id so far */
     int rc = 0;
     for (size_t i = 0; i < added->len && rc == 0; i++) {
         const JsonValue *content = json_get(&added->items[i], "content");
         int id = (int)json_get(&added->items[i], "id")->number.integer;
-        if (added_find(t, content->string, content->len)) {
-            rc = fail(e, "added token '%s' is given twice", shown(content->string, content->len, buf));
-            break;
-        }
         bool in_alphabet;
         size_t len = added_token_bytes(char_byte, content->string, content->len, bytes, &in_alphabet);
         int in_vocab = in_alphabet ? vocab_find(t, bytes, len) : -1;
         int64_t fresh = largest >= (int64_t)vocab->len ? largest + 1 : (int64_t)vocab->len;
         int64_t hf_id = in_vocab >= 0 ? in_vocab : fresh;
-        if (hf_id != id) {
+        if (hf_id != id)
             rc = fail(e, "added token '%s' has id %d where Hugging Face's tokenizers gives it id %lld",
                       shown(content->string, content->len, buf), id, (long long)hf_id);
-            break;
-        }
-        if (shared[i] && in_vocab < 0) {
+        else if (shared[i] && in_vocab < 0)
             rc = fail(e, "token id %d is given twice", id);
-            break;
-        }
-        if (!shared[i]) memcpy(t->bytes + t->start[id], bytes, len);
+        else if (!shared[i])
+            memcpy(t->bytes + t->start[id], bytes, len);
         if (id > largest) largest = id;
-        memcpy(t->added_text + at, content->string, content->len);
-        int k = t->n_added++;
-        while (k > 0 && t->added[k - 1].len < content->len) t->added[k] = t->added[k - 1], k--;
-        t->added[k] = (AddedToken){id, at, (uint32_t)content->len};
-        at += (uint32_t)content->len;
-        t->added_starts[(unsigned char)content->string[0]] = true;
     }
     free(bytes);
     return rc;
@@ -972,7 +996,11 @@ static void encode_piece(Tokenizer *t, const char *piece, size_t n, TokenIds *ou
 static unsigned class_at(const char *s, size_t n, size_t i, size_t *len) {
     uint32_t c = (unsigned char)s[i];
     bool truncated;
-    *len = c < 0x80 ? 1 : utf8_next(s + i, n - i, &c, &truncated);
+    if (c < 0x80) {
+        *len = 1;
+        return unicode_ascii_class((unsigned char)c);
+    }
+    *len = utf8_next(s + i, n - i, &c, &truncated);
     return unicode_class(c) & (UNICODE_LETTER | UNICODE_NUMBER | UNICODE_SPACE);
 }
 
@@ -1068,14 +1096,34 @@ static void encode_text(Tokenizer *t, const char *s, size_t n, TokenIds *out) {
     free(normalized);
 }
 
-/* The longest added token at s[i], or NULL. */
+/* Where added token a stands among tokens whose first d bytes are alike:
+ * -1 when it ends there, else its byte d. Sorted tokens rank in order. */
+static int rank_at(const AddedToken *a, size_t d) { return a->len == d ? -1 : (unsigned char)a->content[d]; }
+
+/* The first of the sorted added[lo..hi) whose rank at byte d is above limit. */
+static size_t first_above(const Tokenizer *t, size_t lo, size_t hi, size_t d, int limit) {
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rank_at(&t->added[mid], d) > limit) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The longest added token at s[i], or NULL. The tokens that begin with
+ * s[i..i+d) make a range of the sorted list, narrowed one byte at a time;
+ * a token that is exactly s[i..i+d+1) comes first in its range. */
 static const AddedToken *added_at(const Tokenizer *t, const char *s, size_t n, size_t i) {
     if (!t->added_starts[(unsigned char)s[i]]) return NULL;
-    for (int k = 0; k < t->n_added; k++) {
-        const AddedToken *a = &t->added[k];
-        if (a->len <= n - i && memcmp(s + i, t->added_text + a->at, a->len) == 0) return a;
+    const AddedToken *longest = NULL;
+    size_t lo = 0, hi = (size_t)t->n_added;
+    for (size_t d = 0; i + d < n && lo < hi; d++) {
+        int c = (unsigned char)s[i + d];
+        lo = first_above(t, lo, hi, d, c - 1);
+        hi = first_above(t, lo, hi, d, c);
+        if (lo < hi && t->added[lo].len == d + 1) longest = &t->added[lo];
     }
-    return NULL;
+    return longest;
 }
 
 size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode mode, TokenIds *out) {

@@ -722,6 +722,20 @@ static void test_pipeline_options(const char *base) {
     tokenizer_free(t);
     refuse(base, "\"added_tokens\":[", "\"added_tokens\":[{\"id\":257,\"content\":\"ab\",\"special\":true},",
            "added token 'ab' has id 257 where Hugging Face's tokenizers gives it id 256");
+    /* Added tokens that begin one another: the leftmost match wins, then the
+     * longest (as Hugging Face's tokenizers matched these same contents). */
+    t = load_changed(base, "\"special\":false}]", "\"special\":false},{\"id\":260,\"content\":\"<a>\"},"
+                     "{\"id\":261,\"content\":\"<a>b\"},{\"id\":262,\"content\":\"<ab\"},{\"id\":263,\"content\":\"a<\"}]");
+    if (t) {
+        IDS(t, "<a>bc", 261, 'c');
+        IDS(t, "<a>x", 260, 'x');
+        IDS(t, "<abc", 262, 'c');
+        IDS(t, "<a", '<', 'a');
+        IDS(t, "a<a>b", 263, 'a', '>', 'b');
+        IDS(t, "xa<ab", 'x', 263, 256);
+        CHECK(tokenizer_find(t, "<a>", 3) == 260 && tokenizer_find(t, "<a", 2) == -1, "added tokens found by content");
+    }
+    tokenizer_free(t);
     /* With a gap in the vocabulary's ids, the next added id can be taken. */
     refuse(base, "\"ab\":256", "\"ab\":258", "token id 258 is given twice");
 }
