@@ -278,6 +278,14 @@ class Reference:
             self.ranks[(left, right)] = rank
         self.ignore_merges = bool(model.get("ignore_merges"))
         self.added = {a["content"]: a["id"] for a in doc["added_tokens"]}
+        # Hugging Face numbers the added tokens itself: a vocabulary token keeps
+        # its id, any other takes the next id after the vocabulary and the
+        # added tokens before it. The files must agree.
+        largest = -1
+        for a in doc["added_tokens"]:
+            want = self.vocab.get(a["content"], max(largest + 1, len(self.vocab)))
+            assert a["id"] == want, f"added token {a['content']!r} has id {a['id']}, Hugging Face's is {want}"
+            largest = max(largest, a["id"])
         self.token_of = {i: t for t, i in self.vocab.items()}
         self.token_of.update({i: t for t, i in self.added.items()})
         pre = doc["pre_tokenizer"]
