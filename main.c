@@ -618,26 +618,29 @@ static void warn_invalid_utf8(size_t bad) {
 
 static int cmd_tok(Args *a) {
     const char *model = NULL, *text = NULL, *file = NULL;
-    bool pieces = false, plain = false;
+    bool pieces = false, plain = false, special = true;
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
-            printf("usage: run tok MODEL [TEXT | -f FILE] [--pieces] [--plain]\n"
+            printf("usage: run tok MODEL [TEXT | -f FILE] [--pieces] [--plain] [--no-special]\n"
                    "\n"
                    "Prints the token ids of TEXT, of FILE, or of standard input when neither is\n"
-                   "given (or TEXT is '-'), separated by spaces on one line. Only MODEL's\n"
-                   "tokenizer.json is read.\n"
+                   "given (or TEXT is '-'), separated by spaces on one line, as Hugging Face\n"
+                   "encodes it: with the special tokens the tokenizer adds (Llama 3's\n"
+                   "<|begin_of_text|> first; Qwen's add none). Only MODEL's tokenizer.json is read.\n"
                    "\n"
                    "  -f, --file FILE  read the text from FILE\n"
                    "  --pieces         print one line per token instead: the id, a tab, and the\n"
                    "                   token as tokenizer.json spells it (a space shows as \"\xC4\xA0\",\n"
                    "                   a newline as \"\xC4\x8A\")\n"
                    "  --plain          read added tokens such as <|im_end|> in the text as plain text\n"
+                   "  --no-special     add no special tokens (add_special_tokens=False)\n"
                    "  -h, --help       print this help\n");
             return 0;
         }
         if (is_flag(a, "-f|--file")) file = flag_value(a);
         else if (is_flag(a, "--pieces")) no_value(a), pieces = true;
         else if (is_flag(a, "--plain")) no_value(a), plain = true;
+        else if (is_flag(a, "--no-special")) no_value(a), special = false;
         else if (!operand_or_end(a)) continue;
         else if (!model) model = a->argv[a->i];
         else if (!text) text = a->argv[a->i];
@@ -659,7 +662,8 @@ static int cmd_tok(Args *a) {
         data = read_standard_input(&len);
     }
     TokenIds ids = {0};
-    warn_invalid_utf8(tokenizer_encode(t, data, len, plain ? ENCODE_PLAIN : ENCODE_ADDED_TOKENS, &ids));
+    EncodeMode mode = (plain ? ENCODE_PLAIN : ENCODE_ADDED_TOKENS) | (special ? ENCODE_ADD_SPECIAL : 0);
+    warn_invalid_utf8(tokenizer_encode(t, data, len, mode, &ids));
     for (size_t i = 0; i < ids.n; i++) {
         if (pieces) {
             char *spelling = tokenizer_spelling(t, ids.ids[i]);
@@ -1007,9 +1011,9 @@ static int cmd_gen(Args *a) {
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
     GenerationConfig g = generation_settings(path, &m.config, &flags, 256);
     TokenIds ids = {0};
-    warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_ADDED_TOKENS, &ids));
+    if (len == 0) die("the prompt is empty");
+    warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_PROMPT, &ids));
     free(text);
-    if (ids.n == 0) die("the prompt is empty");
     if (ids.n > (size_t)m.max_context)
         die("the prompt is %zu tokens, longer than the context of %d positions", ids.n, m.max_context);
     for (size_t i = 0; i < ids.n; i++) check_token(&m, ids.ids[i]);

@@ -1,5 +1,6 @@
 /* tokenizer.c - loading tokenizer.json, then encoding (added tokens, NFC,
- * the Qwen2 regex, BPE) and decoding (bytes, lossy UTF-8, streaming). */
+ * the pre-tokenizer regex, BPE, the post-processor) and decoding (bytes,
+ * lossy UTF-8, streaming). */
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -19,11 +20,16 @@
  * allocate (Qwen2 has 151,665 tokens). */
 enum { MAX_VOCAB = 1 << 22 };
 
-/* The Qwen2 pre-tokenizer regex, as tokenizer.json gives it (JSON-decoded):
- * the one pattern implemented, by hand, in tokenizer_piece_end(). */
-static const char QWEN2_REGEX[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/* The pre-tokenizer regexes, as tokenizer.json spells them (JSON-decoded):
+ * the patterns implemented, by hand, in tokenizer_piece_end(). */
+static const char *const SPLIT_REGEX[] = {
+    [SPLIT_QWEN2] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+                    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    [SPLIT_LLAMA3] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+                     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    [SPLIT_GPT2] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+};
+enum { N_SPLIT_PATTERNS = sizeof SPLIT_REGEX / sizeof SPLIT_REGEX[0] };
 
 /* ---- data structures ---- */
 
@@ -92,8 +98,9 @@ enum { BPE_SCRATCH_KEPT = 1 << 16 };
 /* An added token: found in texts by its content, which may differ from the
  * bytes it decodes to (see added_token_bytes). */
 typedef struct {
+    const char *content;  /* [len], in the tokenizer's added_text */
+    uint32_t len;
     int id;
-    uint32_t at, len;  /* the content is added_text[at .. at + len) */
 } AddedToken;
 
 struct Tokenizer {
@@ -107,10 +114,15 @@ struct Tokenizer {
     size_t vocab_mask;          /* its size - 1 (a power of two) */
     Merge *merges;              /* hash table of merge rules by pair */
     size_t merge_mask;
-    AddedToken *added;          /* [n_added] the added tokens, longest content first */
+    AddedToken *added;          /* [n_added] the added tokens, sorted by content (compare_content) */
     int n_added;
     char *added_text;           /* their contents, back to back */
     bool added_starts[256];     /* whether some added token begins with this byte */
+    SplitPattern pattern;       /* the pre-tokenizer's regex */
+    bool nfc;                   /* whether the normalizer is NFC (else there is none) */
+    bool ignore_merges;         /* BPE: a piece that is a vocabulary token becomes that token */
+    TokenIds special;           /* the post-processor's ids: n_prefix to put before a text, the rest after it */
+    size_t n_prefix;
     PieceCache cache;
     Symbol *symbols;            /* BPE scratch, grown as pieces need */
     size_t symbols_cap;
@@ -183,18 +195,35 @@ static const Merge *merge_find(const Tokenizer *t, int left, int right) {
 
 int tokenizer_vocab_size(const Tokenizer *t) { return t->vocab_size; }
 
-/* The added token whose content is s[0..n), or NULL. */
+/* The order of the added tokens: by content, byte by byte, a content
+ * before the longer ones it begins. */
+static int compare_content(const char *a, size_t a_len, const char *b, size_t b_len) {
+    int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
+    return c ? c : (a_len > b_len) - (a_len < b_len);
+}
+
+static int compare_added(const void *a, const void *b) {
+    const AddedToken *x = a, *y = b;
+    return compare_content(x->content, x->len, y->content, y->len);
+}
+
+/* The added token whose content is s[0..n), n > 0, or NULL. */
 static const AddedToken *added_find(const Tokenizer *t, const char *s, size_t n) {
-    for (int i = 0; i < t->n_added; i++) {
-        const AddedToken *a = &t->added[i];
-        if (a->len == n && memcmp(t->added_text + a->at, s, n) == 0) return a;
+    size_t lo = 0, hi = (size_t)t->n_added;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = compare_content(t->added[mid].content, t->added[mid].len, s, n);
+        if (c == 0) return &t->added[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
     }
     return NULL;
 }
 
 int tokenizer_find(const Tokenizer *t, const char *content, size_t len) {
+    if (len == 0) return -1;
     const AddedToken *a = added_find(t, content, len);
-    return a ? a->id : len == 0 ? -1 : vocab_find(t, content, len);
+    return a ? a->id : vocab_find(t, content, len);
 }
 
 const char *tokenizer_token(const Tokenizer *t, int id, size_t *len) {
@@ -210,7 +239,7 @@ char *tokenizer_spelling(const Tokenizer *t, int id) {
     for (int i = 0; i < t->n_added; i++)
         if (t->added[i].id == id) {
             char *out = xmalloc(t->added[i].len + 1);
-            memcpy(out, t->added_text + t->added[i].at, t->added[i].len);
+            memcpy(out, t->added[i].content, t->added[i].len);
             out[t->added[i].len] = '\0';
             return out;
         }
@@ -286,43 +315,88 @@ static const char *type_of(const JsonValue *section) {
     return !section ? "(missing)" : type && type->type == JSON_STRING ? type->string : "(no type)";
 }
 
-/* Checks that tokenizer.json describes the pipeline implemented here. */
-static int check_pipeline(const JsonValue *root, Error *e) {
-    if (root->type != JSON_OBJECT) return fail(e, "not a JSON object");
-    const JsonValue *model = json_get(root, "model");
+/* The types of a Sequence's steps, for messages: "Sequence[Split, Digits]". */
+static const char *sequence_types(const JsonValue *steps, char out[128]) {
+    size_t n = (size_t)snprintf(out, 128, "Sequence[");
+    for (size_t i = 0; steps && steps->type == JSON_ARRAY && i < steps->len && n < 128; i++)
+        n += (size_t)snprintf(out + n, 128 - n, "%s%s", i ? ", " : "", type_of(&steps->items[i]));
+    if (n < 128) snprintf(out + n, 128 - n, "]");
+    return out;
+}
+
+/* The BPE model's options: the ones Hugging Face's files use, and
+ * ignore_merges (Llama 3). */
+static int read_model_options(Tokenizer *t, const JsonValue *model, Error *e) {
     if (!model || model->type != JSON_OBJECT) return fail(e, "no \"model\" object");
     if (!is_string(json_get(model, "type"), "BPE"))
         return fail(e, "model type %s is not supported (only BPE)", type_of(model));
     if (!is_null(json_get(model, "dropout")) || !is_false(json_get(model, "byte_fallback")) ||
-        !is_false(json_get(model, "ignore_merges")) || !is_empty_string(json_get(model, "continuing_subword_prefix")) ||
+        !is_empty_string(json_get(model, "continuing_subword_prefix")) ||
         !is_empty_string(json_get(model, "end_of_word_suffix")))
-        return fail(e, "BPE options (dropout, byte_fallback, ignore_merges, subword prefix or suffix) are not supported");
+        return fail(e, "BPE options (dropout, byte_fallback, subword prefix or suffix) are not supported");
+    const JsonValue *ignore_merges = json_get(model, "ignore_merges");
+    if (!is_null(ignore_merges) && ignore_merges->type != JSON_BOOL)
+        return fail(e, "BPE option ignore_merges is %s, not a boolean", json_type_name(ignore_merges->type));
+    t->ignore_merges = !is_false(ignore_merges);
+    return 0;
+}
+
+/* The pre-tokenizer: a Split by one of the regexes implemented, then the
+ * byte-level mapping (Qwen2, Llama 3), or ByteLevel alone, which splits by
+ * GPT-2's regex. ByteLevel's use_regex is true when missing, as in Hugging
+ * Face's files; after a Split it would split the pieces again. */
+static int read_pre_tokenizer(Tokenizer *t, const JsonValue *pre, Error *e) {
+    char buf[128];
+    if (is_string(json_get(pre, "type"), "ByteLevel")) {
+        if (!is_false(json_get(pre, "add_prefix_space")))
+            return fail(e, "pre_tokenizer ByteLevel with add_prefix_space is not supported");
+        const JsonValue *use_regex = json_get(pre, "use_regex");
+        if (use_regex && use_regex->type == JSON_BOOL && !use_regex->boolean)
+            return fail(e, "pre_tokenizer ByteLevel without its regex (use_regex false) is not supported");
+        t->pattern = SPLIT_GPT2;
+        return 0;
+    }
+    const JsonValue *steps = json_get(pre, "pretokenizers");
+    bool split_then_bytes = is_string(json_get(pre, "type"), "Sequence") && steps && steps->type == JSON_ARRAY &&
+                            steps->len == 2 && is_string(json_get(&steps->items[0], "type"), "Split") &&
+                            is_string(json_get(&steps->items[1], "type"), "ByteLevel");
+    if (!split_then_bytes)
+        return fail(e, "pre_tokenizer %s is not supported (only Sequence[Split, ByteLevel] or ByteLevel)",
+                    is_string(json_get(pre, "type"), "Sequence") ? sequence_types(steps, buf) : type_of(pre));
+    const JsonValue *split = &steps->items[0], *byte_level = &steps->items[1];
+    const JsonValue *regex = json_get(json_get(split, "pattern"), "Regex");
+    if (!regex || regex->type != JSON_STRING)
+        return fail(e, "pre_tokenizer Split has no \"pattern\" regex (a string pattern is not supported)");
+    int pattern = 0;
+    while (pattern < N_SPLIT_PATTERNS && !is_string(regex, SPLIT_REGEX[pattern])) pattern++;
+    if (pattern == N_SPLIT_PATTERNS)
+        return fail(e, "pre_tokenizer Split regex '%s' is not supported (only the Qwen2, Llama 3 and GPT-2 ones)",
+                    shown(regex->string, regex->len, buf));
+    t->pattern = (SplitPattern)pattern;
+    if (!is_string(json_get(split, "behavior"), "Isolated") || !is_false(json_get(split, "invert")))
+        return fail(e, "pre_tokenizer Split options are not supported (need Isolated, not inverted)");
+    const JsonValue *use_regex = json_get(byte_level, "use_regex");
+    if (!is_false(json_get(byte_level, "add_prefix_space")) || !use_regex || !is_false(use_regex))
+        return fail(e, "pre_tokenizer ByteLevel options are not supported after a Split "
+                       "(need add_prefix_space and use_regex false)");
+    return 0;
+}
+
+/* Checks that tokenizer.json describes a pipeline implemented here, and
+ * notes its choices in t (all but the post-processor, which names tokens). */
+static int read_pipeline(Tokenizer *t, const JsonValue *root, Error *e) {
+    if (root->type != JSON_OBJECT) return fail(e, "not a JSON object");
+    if (read_model_options(t, json_get(root, "model"), e) != 0) return -1;
 
     const JsonValue *normalizer = json_get(root, "normalizer");
     if (!is_null(normalizer) && !is_string(json_get(normalizer, "type"), "NFC"))
         return fail(e, "normalizer %s is not supported (only NFC or none)", type_of(normalizer));
-
-    /* Sequence[Split(Qwen2 regex, Isolated), ByteLevel(no prefix space, no regex)] */
-    const JsonValue *pre = json_get(root, "pre_tokenizer");
-    const JsonValue *steps = json_get(pre, "pretokenizers");
-    const JsonValue *split = steps && steps->type == JSON_ARRAY && steps->len == 2 ? &steps->items[0] : NULL;
-    const JsonValue *byte_level = split ? &steps->items[1] : NULL;
-    if (!is_string(json_get(pre, "type"), "Sequence") || !is_string(json_get(split, "type"), "Split") ||
-        !is_string(json_get(byte_level, "type"), "ByteLevel"))
-        return fail(e, "pre_tokenizer is not the Qwen2 one (Sequence of Split and ByteLevel)");
-    if (!is_string(json_get(json_get(split, "pattern"), "Regex"), QWEN2_REGEX))
-        return fail(e, "pre_tokenizer regex is not the Qwen2 one");
-    if (!is_string(json_get(split, "behavior"), "Isolated") || !is_false(json_get(split, "invert")))
-        return fail(e, "pre_tokenizer Split options are not supported (need Isolated, not inverted)");
-    if (!is_false(json_get(byte_level, "add_prefix_space")) || !is_false(json_get(byte_level, "use_regex")))
-        return fail(e, "pre_tokenizer ByteLevel options are not supported (add_prefix_space, use_regex)");
+    t->nfc = !is_null(normalizer);
+    if (read_pre_tokenizer(t, json_get(root, "pre_tokenizer"), e) != 0) return -1;
 
     const JsonValue *decoder = json_get(root, "decoder");
     if (!is_string(json_get(decoder, "type"), "ByteLevel"))
         return fail(e, "decoder %s is not supported (only ByteLevel)", type_of(decoder));
-    const JsonValue *post = json_get(root, "post_processor");
-    if (!is_null(post) && !is_string(json_get(post, "type"), "ByteLevel"))
-        return fail(e, "post_processor %s is not supported (only ByteLevel or none)", type_of(post));
     if (!is_null(json_get(root, "truncation")) || !is_null(json_get(root, "padding")))
         return fail(e, "truncation and padding are not supported");
     return 0;
@@ -366,18 +440,22 @@ static size_t count_chars(const char *s, size_t n) {
 /* The bytes an added token decodes to, written into out (room for n bytes),
  * and their number. As Hugging Face's ByteLevel decoder does: the bytes its
  * characters stand for when all are in the byte-level alphabet (so "Ċ"
- * decodes to a newline), or else its content s[0..n) as it is. */
-static size_t added_token_bytes(const int16_t *char_byte, const char *s, size_t n, char *out) {
+ * decodes to a newline; then *in_alphabet is set, if asked), or else its
+ * content s[0..n) as it is. */
+static size_t added_token_bytes(const int16_t *char_byte, const char *s, size_t n, char *out, bool *in_alphabet) {
     long len = byte_level_decode(char_byte, s, n, out);
+    if (in_alphabet) *in_alphabet = len >= 0;
     if (len >= 0) return (size_t)len;
     memcpy(out, s, n);
     return n;
 }
 
 /* Checks the ids of the vocabulary and the added tokens, then lays out the
- * token table: vocab_size, and each token's place in bytes (start). */
+ * token table: vocab_size, and each token's place in bytes (start). An
+ * added token whose id a vocabulary token has already taken is marked in
+ * shared[] (it may be that same token: load_added checks). */
 static int lay_out_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, const int16_t *char_byte,
-                          Error *e) {
+                          bool *shared, Error *e) {
     char buf[48];
     int64_t max_id = -1;
     for (size_t i = 0; i < vocab->len; i++) {
@@ -408,8 +486,10 @@ static int lay_out_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue 
     for (size_t i = 0; i < added->len && rc == 0; i++) {
         const JsonValue *a = &added->items[i], *content = json_get(a, "content");
         scratch = xrealloc(scratch, content->len, 1);
-        size_t len = added_token_bytes(char_byte, content->string, content->len, scratch);
-        rc = claim_id(t, (int)json_get(a, "id")->number.integer, len, e);
+        size_t len = added_token_bytes(char_byte, content->string, content->len, scratch, NULL);
+        int id = (int)json_get(a, "id")->number.integer;
+        shared[i] = t->start[id] != 0;
+        if (!shared[i]) rc = claim_id(t, id, len, e);
     }
     free(scratch);
     if (rc != 0) return -1;
@@ -461,29 +541,127 @@ static int load_vocab(Tokenizer *t, const JsonValue *vocab, const int16_t *char_
     return rc;
 }
 
-/* Puts the added tokens into the token table, and lists them longest first,
- * so that the first one matching in a text is the longest. */
-static int load_added(Tokenizer *t, const JsonValue *added, const int16_t *char_byte, Error *e) {
+/* Lists the added tokens, sorted by content, and puts them into the token
+ * table.
+ *
+ * Hugging Face's tokenizers numbers the added tokens itself, in the order
+ * of the file, and only warns when tokenizer.json says otherwise: one that
+ * is a vocabulary token (spelled alike) has that token's id; any other takes
+ * the number of vocabulary entries, or one more than the largest added id
+ * so far when that is larger. A file with other ids is refused. */
+static int load_added(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, const bool *shared,
+                      const int16_t *char_byte, Error *e) {
     char buf[48];
     size_t text_len = 0;
     for (size_t i = 0; i < added->len; i++) text_len += json_get(&added->items[i], "content")->len;
     if (text_len > UINT32_MAX) return fail(e, "the added tokens are too long");
     t->added = xmalloc((added->len + 1) * sizeof *t->added);
     t->added_text = xmalloc(text_len + 1);
-    uint32_t at = 0;
+
+    /* Their contents back to back, then the tokens sorted: a content given
+     * twice lands next to its twin. */
+    size_t at = 0;
     for (size_t i = 0; i < added->len; i++) {
         const JsonValue *content = json_get(&added->items[i], "content");
-        int id = (int)json_get(&added->items[i], "id")->number.integer;
-        if (added_find(t, content->string, content->len))
-            return fail(e, "added token '%s' is given twice", shown(content->string, content->len, buf));
-        added_token_bytes(char_byte, content->string, content->len, t->bytes + t->start[id]);
         memcpy(t->added_text + at, content->string, content->len);
-        int k = t->n_added++;
-        while (k > 0 && t->added[k - 1].len < content->len) t->added[k] = t->added[k - 1], k--;
-        t->added[k] = (AddedToken){id, at, (uint32_t)content->len};
-        at += (uint32_t)content->len;
+        t->added[i] = (AddedToken){t->added_text + at, (uint32_t)content->len,
+                                   (int)json_get(&added->items[i], "id")->number.integer};
+        at += content->len;
         t->added_starts[(unsigned char)content->string[0]] = true;
     }
+    t->n_added = (int)added->len;
+    qsort(t->added, added->len, sizeof *t->added, compare_added);
+    for (size_t i = 1; i < added->len; i++)
+        if (compare_added(&t->added[i - 1], &t->added[i]) == 0)
+            return fail(e, "added token '%s' is given twice", shown(t->added[i].content, t->added[i].len, buf));
+
+    /* Hugging Face's numbering, in the order of the file, and each token's
+     * bytes (but for one that is a vocabulary token: those are there). */
+    char *bytes = xmalloc(text_len + 1);
+    int64_t largest = -1;  /* the largest added id so far */
+    int rc = 0;
+    for (size_t i = 0; i < added->len && rc == 0; i++) {
+        const JsonValue *content = json_get(&added->items[i], "content");
+        int id = (int)json_get(&added->items[i], "id")->number.integer;
+        bool in_alphabet;
+        size_t len = added_token_bytes(char_byte, content->string, content->len, bytes, &in_alphabet);
+        int in_vocab = in_alphabet ? vocab_find(t, bytes, len) : -1;
+        int64_t fresh = largest >= (int64_t)vocab->len ? largest + 1 : (int64_t)vocab->len;
+        int64_t hf_id = in_vocab >= 0 ? in_vocab : fresh;
+        if (hf_id != id)
+            rc = fail(e, "added token '%s' has id %d where Hugging Face's tokenizers gives it id %lld",
+                      shown(content->string, content->len, buf), id, (long long)hf_id);
+        else if (shared[i] && in_vocab < 0)
+            rc = fail(e, "token id %d is given twice", id);
+        else if (!shared[i])
+            memcpy(t->bytes + t->start[id], bytes, len);
+        if (id > largest) largest = id;
+    }
+    free(bytes);
+    return rc;
+}
+
+/* The ids of a TemplateProcessing post-processor's "single" template, the
+ * one for a text on its own: the ids of the special tokens before the text
+ * ($A) make the prefix, those after it the suffix. ("pair", for two texts
+ * encoded together, is not used.) */
+static int read_template(Tokenizer *t, const JsonValue *template, Error *e) {
+    char buf[48];
+    const JsonValue *single = json_get(template, "single"), *specials = json_get(template, "special_tokens");
+    if (!single || single->type != JSON_ARRAY)
+        return fail(e, "post_processor TemplateProcessing has no \"single\" array");
+    if (!specials || specials->type != JSON_OBJECT)
+        return fail(e, "post_processor TemplateProcessing has no \"special_tokens\" object");
+    size_t n_texts = 0;
+    for (size_t i = 0; i < single->len; i++) {
+        const JsonValue *sequence = json_get(&single->items[i], "Sequence");
+        const JsonValue *name = json_get(json_get(&single->items[i], "SpecialToken"), "id");
+        if (sequence) {
+            if (!is_string(json_get(sequence, "id"), "A"))
+                return fail(e, "post_processor TemplateProcessing: the single template's sequence is not $A");
+            n_texts++;
+            continue;
+        }
+        if (!name || name->type != JSON_STRING)
+            return fail(e, "post_processor TemplateProcessing: item %zu of the single template is neither "
+                           "a SpecialToken nor a Sequence", i);
+        const JsonValue *ids = json_get(json_get(specials, name->string), "ids");
+        if (!ids || ids->type != JSON_ARRAY)
+            return fail(e, "post_processor TemplateProcessing: special token '%s' has no \"ids\" in \"special_tokens\"",
+                        shown(name->string, name->len, buf));
+        for (size_t k = 0; k < ids->len; k++) {
+            const JsonValue *id = &ids->items[k];
+            if (!is_id(id) || !has_token(t, (int)id->number.integer))
+                return fail(e, "post_processor TemplateProcessing: special token '%s' has an id that is no token",
+                            shown(name->string, name->len, buf));
+            token_ids_push(&t->special, (int)id->number.integer);
+            if (n_texts == 0) t->n_prefix++;
+        }
+    }
+    if (n_texts != 1) return fail(e, "post_processor TemplateProcessing: the single template must hold $A once");
+    return 0;
+}
+
+/* The post-processor: none, ByteLevel (which only moves offsets, so ids
+ * stay as they are), TemplateProcessing, or a Sequence of these with at
+ * most one TemplateProcessing (Llama 3: ByteLevel then TemplateProcessing). */
+static int read_post_processor(Tokenizer *t, const JsonValue *post, Error *e) {
+    char buf[128];
+    if (is_null(post)) return 0;
+    bool is_sequence = is_string(json_get(post, "type"), "Sequence");
+    const JsonValue *steps = is_sequence ? json_get(post, "processors") : post;
+    size_t n = is_sequence ? (steps && steps->type == JSON_ARRAY ? steps->len : 0) : 1;
+    bool ok = !is_sequence || (steps && steps->type == JSON_ARRAY), template_seen = false;
+    for (size_t i = 0; i < n && ok; i++) {
+        const JsonValue *step = is_sequence ? &steps->items[i] : post;
+        if (is_string(json_get(step, "type"), "ByteLevel")) continue;
+        ok = is_string(json_get(step, "type"), "TemplateProcessing") && !template_seen;
+        template_seen = true;
+        if (ok && read_template(t, step, e) != 0) return -1;
+    }
+    if (!ok)
+        return fail(e, "post_processor %s is not supported (only ByteLevel, TemplateProcessing, a Sequence of them, "
+                       "or none)", is_sequence ? sequence_types(steps, buf) : type_of(post));
     return 0;
 }
 
@@ -615,14 +793,17 @@ Tokenizer *tokenizer_load(const char *path, Error *e) {
                     *added = json_get(&doc.root, "added_tokens");
     const JsonValue no_added = {.type = JSON_ARRAY};
     Error why;
-    int rc = check_pipeline(&doc.root, &why);
+    int rc = read_pipeline(t, &doc.root, &why);
     if (rc == 0 && (!vocab || vocab->type != JSON_OBJECT)) rc = fail(&why, "no \"model.vocab\" object");
     if (rc == 0 && !is_null(added) && added->type != JSON_ARRAY)
         rc = fail(&why, "\"added_tokens\" is %s, not an array", json_type_name(added->type));
     if (is_null(added)) added = &no_added;
-    if (rc == 0) rc = lay_out_tokens(t, vocab, added, char_byte, &why);
+    bool *shared = xcalloc(added->len + 1, sizeof *shared);
+    if (rc == 0) rc = lay_out_tokens(t, vocab, added, char_byte, shared, &why);
     if (rc == 0) rc = load_vocab(t, vocab, char_byte, &why);
-    if (rc == 0) rc = load_added(t, added, char_byte, &why);
+    if (rc == 0) rc = load_added(t, vocab, added, shared, char_byte, &why);
+    free(shared);
+    if (rc == 0) rc = read_post_processor(t, json_get(&doc.root, "post_processor"), &why);
     if (rc == 0) rc = load_merges(t, json_get(model, "merges"), char_byte, &why);
     json_free(&doc);
     if (rc != 0) {
@@ -649,6 +830,7 @@ void tokenizer_free(Tokenizer *t) {
     free(t->cache.ids);
     free(t->symbols);
     free(t->heap);
+    token_ids_free(&t->special);
     free(t);
 }
 
@@ -759,12 +941,24 @@ static void cache_add(PieceCache *c, const char *piece, size_t n, uint64_t hash,
     c->n_entries++;
 }
 
+/* Appends the ids of one piece: BPE's, from the cache when the piece was
+ * seen before. */
 static void encode_piece(Tokenizer *t, const char *piece, size_t n, TokenIds *out) {
+    uint64_t hash = hash_bytes(piece, n);
+    /* ignore_merges: a piece that is a vocabulary token is that one token,
+     * even when no merges make it (Llama 3 has 588 such tokens). */
+    if (t->ignore_merges) {
+        int id = t->vocab[vocab_slot(t, piece, n, hash)].id;
+        if (id >= 0) {
+            token_ids_push(out, id);
+            return;
+        }
+    }
     if (n > CACHE_MAX_PIECE) {
         bpe(t, piece, n, out);
         return;
     }
-    uint64_t hash = hash_bytes(piece, n) | 1;  /* never 0, the free slots' mark */
+    hash |= 1;  /* never 0, the free cache slots' mark */
     const CacheEntry *hit = cache_find(&t->cache, piece, n, hash);
     if (hit) {
         for (size_t i = 0; i < hit->n_ids; i++) token_ids_push(out, t->cache.ids[hit->ids + i]);
@@ -775,33 +969,46 @@ static void encode_piece(Tokenizer *t, const char *piece, size_t n, TokenIds *ou
     cache_add(&t->cache, piece, n, hash, out->ids + before, out->n - before);
 }
 
-/* ---- the pre-tokenizer: the Qwen2 regex, by hand ----
+/* ---- the pre-tokenizer regexes, by hand ----
  *
- *   (?i:'s|'t|'re|'ve|'m|'ll|'d)     1. a contraction (ASCII letters, any case)
+ * Qwen2 and Llama 3:
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)     1. a contraction, in any case
  *   |[^\r\n\p{L}\p{N}]?\p{L}+        2. letters, after at most one other character
- *   |\p{N}                           3. one number character
+ *   |\p{N}       Llama 3: \p{N}{1,3} 3. a number character (Llama 3: up to three)
  *   | ?[^\s\p{L}\p{N}]+[\r\n]*       4. punctuation, after at most one space
  *   |\s*[\r\n]+                      5. white space up to its last newline
  *   |\s+(?!\S)                       6. white space but the last one before text
  *   |\s+                             7. white space
+ * GPT-2 (ByteLevel's own regex):
+ *   's|'t|'re|'ve|'m|'ll|'d          1. a contraction, in lower case
+ *   | ?\p{L}+                        2. letters, after at most one space
+ *   | ?\p{N}+                        3. numbers, after at most one space
+ *   | ?[^\s\p{L}\p{N}]+              4. punctuation, after at most one space
+ *   |\s+(?!\S)|\s+                   5, 6. white space, as 6 and 7 above
  *
  * As in Oniguruma, the first alternative that matches at a position wins,
  * even when a later one would match more. Every character matches some
- * alternative, so the pieces cover the whole text. */
+ * alternative, so the pieces cover the whole text. \s is Unicode's
+ * White_Space (U+0085 is, U+200B and U+FEFF are not), and " " is U+0020. */
 
 /* The regex's class of the character at s[i] (a UNICODE_LETTER, _NUMBER or
  * _SPACE bit; none for punctuation and everything else), with its length. */
 static unsigned class_at(const char *s, size_t n, size_t i, size_t *len) {
     uint32_t c = (unsigned char)s[i];
     bool truncated;
-    *len = c < 0x80 ? 1 : utf8_next(s + i, n - i, &c, &truncated);
+    if (c < 0x80) {
+        *len = 1;
+        return unicode_ascii_class((unsigned char)c);
+    }
+    *len = utf8_next(s + i, n - i, &c, &truncated);
     return unicode_class(c) & (UNICODE_LETTER | UNICODE_NUMBER | UNICODE_SPACE);
 }
 
-/* The end of the run of characters of class cls that starts at s[i]. */
-static size_t run_end(const char *s, size_t n, size_t i, unsigned cls) {
+/* The end of the run of characters of class cls that starts at s[i], and
+ * holds at most max of them. */
+static size_t run_end(const char *s, size_t n, size_t i, unsigned cls, size_t max) {
     size_t len;
-    while (i < n && class_at(s, n, i, &len) == cls) i += len;
+    for (size_t count = 0; count < max && i < n && class_at(s, n, i, &len) == cls; count++) i += len;
     return i;
 }
 
@@ -809,75 +1016,125 @@ static bool is_newline(char c) { return c == '\r' || c == '\n'; }
 
 static char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
 
-/* The length of the contraction ('s, 't, 're, 've, 'm, 'll, 'd in any case)
- * at s[0] == '\'', or 0. */
-static size_t contraction_len(const char *s, size_t n) {
-    char a = n > 1 ? ascii_lower(s[1]) : 0, b = n > 2 ? ascii_lower(s[2]) : 0;
+/* The length of the contraction ('s, 't, 're, 've, 'm, 'll or 'd) at
+ * s[0] == '\'', or 0. With any_case, as (?i:...) matches: in upper or lower
+ * case, and U+017F LONG S for the s (case folding makes it an s). */
+static size_t contraction_len(const char *s, size_t n, bool any_case) {
+    char a = n > 1 ? s[1] : 0, b = n > 2 ? s[2] : 0;
+    if (any_case && a == '\xC5' && b == '\xBF') return 3;
+    if (any_case) a = ascii_lower(a), b = ascii_lower(b);
     if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
     if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
     return 0;
 }
 
-size_t tokenizer_piece_end(const char *s, size_t n, size_t i) {
-    size_t len, next_len;
-    unsigned cls = class_at(s, n, i, &len);
-    if (s[i] == '\'') {  /* 1 */
-        size_t m = contraction_len(s + i, n - i);
-        if (m) return i + m;
-    }
-    /* 2: the letters start at j, after s[i] if it may lead them */
-    size_t j = (cls & (UNICODE_LETTER | UNICODE_NUMBER)) || is_newline(s[i]) ? i : i + len;
-    if (j < n && class_at(s, n, j, &next_len) == UNICODE_LETTER) return run_end(s, n, j, UNICODE_LETTER);
-    if (cls == UNICODE_NUMBER) return i + len;  /* 3 */
-    /* 4: the punctuation starts at j, after s[i] if it is a space */
-    j = s[i] == ' ' ? i + 1 : i;
-    if (j < n && class_at(s, n, j, &next_len) == 0) {
-        j = run_end(s, n, j, 0);
-        while (j < n && is_newline(s[j])) j++;
-        return j;
-    }
-    /* Here s[i] is white space: find its run, the run's last character and
-     * the end of its last newline. */
-    size_t end = i, last = i, after_newline = 0;
+/* The white space alternatives at s[i], white space: the run of it up to
+ * its last newline (only with newlines: Qwen2's 5), or else the run but its
+ * last character when text follows (6), or the whole run (6 at the end of
+ * the text, or 7). */
+static size_t space_end(const char *s, size_t n, size_t i, bool newlines) {
+    size_t end = i, last = i, after_newline = 0, len;
     while (end < n && class_at(s, n, end, &len) == UNICODE_SPACE) {
         if (is_newline(s[end])) after_newline = end + 1;
         last = end;
         end += len;
     }
-    if (after_newline) return after_newline;  /* 5 */
-    if (end == n || last == i) return end;    /* 6 at the end of the text, or 7 */
-    return last;                              /* 6 */
+    if (newlines && after_newline) return after_newline;
+    return end == n || last == i ? end : last;
 }
 
-/* Encodes text with no added tokens in it: NFC, the regex, BPE. */
+/* Qwen2's regex, and Llama 3's with max_digits 3. */
+static size_t qwen_piece_end(const char *s, size_t n, size_t i, size_t max_digits) {
+    size_t len, next_len;
+    unsigned cls = class_at(s, n, i, &len);
+    if (s[i] == '\'') {  /* 1 */
+        size_t m = contraction_len(s + i, n - i, true);
+        if (m) return i + m;
+    }
+    /* 2: the letters start at j, after s[i] if it may lead them */
+    size_t j = (cls & (UNICODE_LETTER | UNICODE_NUMBER)) || is_newline(s[i]) ? i : i + len;
+    if (j < n && class_at(s, n, j, &next_len) == UNICODE_LETTER) return run_end(s, n, j, UNICODE_LETTER, SIZE_MAX);
+    if (cls == UNICODE_NUMBER) return run_end(s, n, i, UNICODE_NUMBER, max_digits);  /* 3 */
+    /* 4: the punctuation starts at j, after s[i] if it is a space */
+    j = s[i] == ' ' ? i + 1 : i;
+    if (j < n && class_at(s, n, j, &next_len) == 0) {
+        j = run_end(s, n, j, 0, SIZE_MAX);
+        while (j < n && is_newline(s[j])) j++;
+        return j;
+    }
+    return space_end(s, n, i, true);  /* 5, 6, 7 */
+}
+
+/* GPT-2's regex. */
+static size_t gpt2_piece_end(const char *s, size_t n, size_t i) {
+    size_t len;
+    if (s[i] == '\'') {  /* 1 */
+        size_t m = contraction_len(s + i, n - i, false);
+        if (m) return i + m;
+    }
+    /* 2, 3, 4: a run of one class, after s[i] if it is a space */
+    size_t j = s[i] == ' ' && i + 1 < n ? i + 1 : i;
+    unsigned cls = class_at(s, n, j, &len);
+    if (cls != UNICODE_SPACE) return run_end(s, n, j, cls, SIZE_MAX);
+    return space_end(s, n, i, false);  /* 5, 6 */
+}
+
+size_t tokenizer_piece_end(SplitPattern p, const char *s, size_t n, size_t i) {
+    return p == SPLIT_GPT2 ? gpt2_piece_end(s, n, i) : qwen_piece_end(s, n, i, p == SPLIT_LLAMA3 ? 3 : 1);
+}
+
+/* Encodes text with no added tokens in it: the normalizer, the
+ * pre-tokenizer, BPE. */
 static void encode_text(Tokenizer *t, const char *s, size_t n, TokenIds *out) {
     char *normalized = NULL;
-    if (!nfc_quick_check(s, n)) s = normalized = nfc_normalize(s, n, &n);
+    if (t->nfc && !nfc_quick_check(s, n)) s = normalized = nfc_normalize(s, n, &n);
     for (size_t i = 0; i < n;) {
-        size_t end = tokenizer_piece_end(s, n, i);
+        size_t end = tokenizer_piece_end(t->pattern, s, n, i);
         encode_piece(t, s + i, end - i, out);
         i = end;
     }
     free(normalized);
 }
 
-/* The longest added token at s[i], or NULL. */
+/* Where added token a stands among tokens whose first d bytes are alike:
+ * -1 when it ends there, else its byte d. Sorted tokens rank in order. */
+static int rank_at(const AddedToken *a, size_t d) { return a->len == d ? -1 : (unsigned char)a->content[d]; }
+
+/* The first of the sorted added[lo..hi) whose rank at byte d is above limit. */
+static size_t first_above(const Tokenizer *t, size_t lo, size_t hi, size_t d, int limit) {
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rank_at(&t->added[mid], d) > limit) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The longest added token at s[i], or NULL. The tokens that begin with
+ * s[i..i+d) make a range of the sorted list, narrowed one byte at a time;
+ * a token that is exactly s[i..i+d+1) comes first in its range. */
 static const AddedToken *added_at(const Tokenizer *t, const char *s, size_t n, size_t i) {
     if (!t->added_starts[(unsigned char)s[i]]) return NULL;
-    for (int k = 0; k < t->n_added; k++) {
-        const AddedToken *a = &t->added[k];
-        if (a->len <= n - i && memcmp(s + i, t->added_text + a->at, a->len) == 0) return a;
+    const AddedToken *longest = NULL;
+    size_t lo = 0, hi = (size_t)t->n_added;
+    for (size_t d = 0; i + d < n && lo < hi; d++) {
+        int c = (unsigned char)s[i + d];
+        lo = first_above(t, lo, hi, d, c - 1);
+        hi = first_above(t, lo, hi, d, c);
+        if (lo < hi && t->added[lo].len == d + 1) longest = &t->added[lo];
     }
-    return NULL;
+    return longest;
 }
 
 size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode mode, TokenIds *out) {
+    if (mode & ENCODE_ADD_SPECIAL)
+        for (size_t i = 0; i < t->n_prefix; i++) token_ids_push(out, t->special.ids[i]);
     char *valid;
     size_t valid_len;
     size_t n_replaced = utf8_lossy(text, len, &valid, &valid_len);
     if (valid) text = valid, len = valid_len;
     size_t done = 0, i = 0;  /* text[0..done) is encoded; an added token is looked for at i */
-    while (mode == ENCODE_ADDED_TOKENS && i < len) {
+    while ((mode & ENCODE_ADDED_TOKENS) && i < len) {
         const AddedToken *a = added_at(t, text, len, i);
         if (!a) {
             i++;
@@ -889,6 +1146,8 @@ size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode m
     }
     encode_text(t, text + done, len - done, out);
     free(valid);
+    if (mode & ENCODE_ADD_SPECIAL)
+        for (size_t i = t->n_prefix; i < t->special.n; i++) token_ids_push(out, t->special.ids[i]);
     /* Let go of the scratch memory a very long piece needed. */
     if (t->symbols_cap > BPE_SCRATCH_KEPT) {
         free(t->symbols);
@@ -898,6 +1157,18 @@ size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode m
     }
     return n_replaced;
 }
+
+const int *tokenizer_special_prefix(const Tokenizer *t, size_t *n) {
+    *n = t->n_prefix;
+    return t->special.ids;
+}
+
+const int *tokenizer_special_suffix(const Tokenizer *t, size_t *n) {
+    *n = t->special.n - t->n_prefix;
+    return t->special.ids ? t->special.ids + t->n_prefix : NULL;
+}
+
+SplitPattern tokenizer_split_pattern(const Tokenizer *t) { return t->pattern; }
 
 /* ---- decoding ---- */
 

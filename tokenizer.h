@@ -1,20 +1,35 @@
-/* tokenizer.h - Qwen2's byte-level BPE tokenizer, giving exactly the ids of
- * Hugging Face's tokenizers library for the same tokenizer.json.
+/* tokenizer.h - byte-level BPE tokenizers (Qwen2, Qwen3, Llama 3, GPT-2
+ * style), giving exactly the ids of Hugging Face's tokenizers library for the
+ * same tokenizer.json.
  *
  * Encoding runs Hugging Face's pipeline in its order:
  *   1. added tokens (<|im_end|>, ...) are split out of the raw text, longest
- *      match first (only in ENCODE_ADDED_TOKENS mode);
- *   2. the text between them is NFC-normalized (with Unicode 9.0's data, as
- *      Hugging Face does: see scripts/gen_unicode.py);
- *   3. it is split into pieces by the Qwen2 pre-tokenizer regex (letters and
- *      numbers as Unicode 16.0 has them, as Hugging Face's regex engine);
- *   4. each piece's bytes are merged by BPE, lowest merge rank first.
+ *      match first (only when the mode says ENCODE_ADDED_TOKENS);
+ *   2. the normalizer, if tokenizer.json has one: NFC (with Unicode 9.0's
+ *      data, as Hugging Face does: see scripts/gen_unicode.py);
+ *   3. the pre-tokenizer splits the text into pieces with the regex that
+ *      tokenizer.json names (letters and numbers as Unicode 16.0 has them, as
+ *      Hugging Face's regex engine): see SplitPattern;
+ *   4. each piece's bytes become tokens by BPE, lowest merge rank first; with
+ *      the option ignore_merges (Llama 3), a piece that is a vocabulary token
+ *      is that one token even when no merges make it;
+ *   5. the post-processor (only when the mode says ENCODE_ADD_SPECIAL) puts
+ *      its special tokens around the ids: Llama 3's TemplateProcessing puts
+ *      <|begin_of_text|> first, Qwen's adds nothing.
+ * The pipeline is chosen from what tokenizer.json says, never from a model's
+ * name; a tokenizer.json with anything else in it (not BPE, another
+ * normalizer, pre-tokenizer or regex, another post-processor, ...) is refused
+ * at load, with a message that names it, rather than tokenized wrongly.
+ *
  * Decoding maps ids back to bytes and reads them as UTF-8 the lossy way:
  * each ill-formed sequence becomes U+FFFD, as Hugging Face's decode does.
- *
- * Any tokenizer.json whose model or pipeline differs from this one (not BPE,
- * another normalizer, pre-tokenizer or regex, ...) is refused at load rather
- * than tokenized wrongly. */
+ * It is the tokenizers library's decode(ids, skip_special_tokens=False):
+ * special tokens are kept, and nothing is cleaned up. Python's transformers
+ * by default (and Llama 3's tokenizer_config.json asks for it) also applies
+ * clean_up_tokenization_spaces, which this library leaves off: that removes
+ * the space before "." "," "!" "?" and before the contractions "n't" "'m"
+ * "'s" "'ve" "'re", and turns " ' " into "'", so that its text is no longer
+ * the exact text the ids stand for (" !" would decode to "!"). */
 #ifndef TOKENIZER_H
 #define TOKENIZER_H
 
@@ -58,9 +73,17 @@ typedef struct {
 void token_ids_push(TokenIds *list, int id);
 void token_ids_free(TokenIds *list);
 
+/* How tokenizer_encode reads a text: ENCODE_PLAIN, or the flags
+ * ENCODE_ADDED_TOKENS and ENCODE_ADD_SPECIAL, alone or together. */
 typedef enum {
-    ENCODE_ADDED_TOKENS,  /* added tokens in the text become their ids (prompts, templates) */
-    ENCODE_PLAIN,         /* all of the text is text: a typed "<|im_end|>" is spelled out */
+    ENCODE_PLAIN = 0,         /* all of the text is text: a typed "<|im_end|>" is spelled out */
+    ENCODE_ADDED_TOKENS = 1,  /* added tokens in the text become their ids (prompts, chat templates) */
+    ENCODE_ADD_SPECIAL = 2,   /* the post-processor's special tokens go around the text's ids
+                                 (Hugging Face's add_special_tokens=True): Llama 3's BOS first */
+    /* Hugging Face's encode(text) with its defaults: what gen and tok do with
+     * a prompt. A rendered chat template spells out its BOS itself, so it is
+     * encoded with ENCODE_ADDED_TOKENS alone, as transformers does. */
+    ENCODE_PROMPT = ENCODE_ADDED_TOKENS | ENCODE_ADD_SPECIAL,
 } EncodeMode;
 
 /* Appends the ids of text[0..len) (any bytes; NULs are text too) to out.
@@ -69,10 +92,33 @@ typedef enum {
  * thread-safe: t keeps a cache of the pieces it has seen. */
 size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode mode, TokenIds *out);
 
-/* The pre-tokenizer alone: the end of the piece of the Qwen2 regex that
- * starts at text[start], in valid UTF-8 text[0..len) (NFC already). Pieces
- * are encoded separately, so no token crosses from one into the next. */
-size_t tokenizer_piece_end(const char *text, size_t len, size_t start);
+/* The special tokens ENCODE_ADD_SPECIAL puts before and after a text's ids
+ * (*n of them, often none), as tokenizer.json's post-processor
+ * (TemplateProcessing) says: for Llama 3 the prefix is the one id of
+ * <|begin_of_text|>, put even before a text that starts with that token,
+ * and even for an empty text; for Qwen both are empty. Valid while t lives. */
+const int *tokenizer_special_prefix(const Tokenizer *t, size_t *n);
+const int *tokenizer_special_suffix(const Tokenizer *t, size_t *n);
+
+/* The pre-tokenizer regexes implemented (by hand, in tokenizer.c), chosen
+ * by the one that tokenizer.json's pre_tokenizer spells out:
+ *   SPLIT_QWEN2   Qwen2 and Qwen3: letters after at most one other
+ *                 character, numbers one digit at a time, contractions in
+ *                 any case, white space runs that keep their last space for
+ *                 the word after them, newlines on their own;
+ *   SPLIT_LLAMA3  the same with numbers in runs of 1 to 3 digits;
+ *   SPLIT_GPT2    ByteLevel's own regex (use_regex=true, e.g. GPT-2 and
+ *                 SmolLM2): letters, numbers and punctuation each after at
+ *                 most one space, lowercase contractions only. */
+typedef enum { SPLIT_QWEN2, SPLIT_LLAMA3, SPLIT_GPT2 } SplitPattern;
+
+/* The pattern t uses. */
+SplitPattern tokenizer_split_pattern(const Tokenizer *t);
+
+/* The pre-tokenizer alone: the end of the piece of pattern p that starts at
+ * text[start], in valid UTF-8 text[0..len) (normalized already). Pieces are
+ * encoded separately, so no token crosses from one into the next. */
+size_t tokenizer_piece_end(SplitPattern p, const char *text, size_t len, size_t start);
 
 /* The text of ids[0..n): a fresh NUL-terminated string of *len bytes. An id
  * with no token gives no text, as Hugging Face's decode skips it (the model's

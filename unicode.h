@@ -23,6 +23,16 @@ enum {
 /* The UNICODE_* bits of code point c (0 for anything above U+10FFFF). */
 unsigned unicode_class(uint32_t c);
 
+/* unicode_class(c) without its NFC bit (never set below U+0080) for an
+ * ASCII character c, without a call: the pre-tokenizer's fast path. Letters
+ * are A-Z and a-z, numbers 0-9, white space tab to carriage return and the
+ * space. */
+static inline unsigned unicode_ascii_class(unsigned char c) {
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return UNICODE_LETTER;
+    if (c >= '0' && c <= '9') return UNICODE_NUMBER;
+    return c == ' ' || (c >= '\t' && c <= '\r') ? UNICODE_SPACE : 0;
+}
+
 /* The canonical combining class of c (0 for a starter). */
 unsigned unicode_ccc(uint32_t c);
 

@@ -464,11 +464,37 @@ def tokenizer_cases(c, tok):
     model_changed("tokenizer-no-merges", 'no "model.merges" array', merges=REMOVE)
     model_changed("tokenizer-empty-vocab", "the vocabulary has no token for byte 0x00", vocab={}, merges=[])
     changed("tokenizer-nfkc", "normalizer NFKC is not supported", normalizer={"type": "NFKC"})
-    changed("tokenizer-no-pre-tokenizer", "pre_tokenizer is not the Qwen2 one", pre_tokenizer=REMOVE)
+    changed("tokenizer-no-pre-tokenizer", "pre_tokenizer (missing) is not supported", pre_tokenizer=REMOVE)
     pre = tok["pre_tokenizer"]
     split = edited(pre["pretokenizers"][0], pattern={"Regex": r"\s+"})
-    changed("tokenizer-other-regex", "pre_tokenizer regex is not the Qwen2 one",
+    changed("tokenizer-other-regex", r"pre_tokenizer Split regex '\s+' is not supported",
             pre_tokenizer=edited(pre, pretokenizers=[split, pre["pretokenizers"][1]]))
+    # Pre-tokenizers, regexes and post-processors other than those implemented.
+    digits = edited(split, pattern={"Regex": QWEN2_REGEX.replace(r"\p{N}|", r"\p{N}{1,2}|")})
+    changed("tokenizer-regex-two-digits", "is not supported (only the Qwen2, Llama 3 and GPT-2 ones)",
+            pre_tokenizer=edited(pre, pretokenizers=[digits, pre["pretokenizers"][1]]))
+    changed("tokenizer-metaspace", "pre_tokenizer Metaspace is not supported",
+            pre_tokenizer={"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True})
+    changed("tokenizer-digits-first", "pre_tokenizer Sequence[Digits, Split, ByteLevel] is not supported",
+            pre_tokenizer=edited(pre, pretokenizers=[{"type": "Digits", "individual_digits": True}] + pre["pretokenizers"]))
+    changed("tokenizer-byte-level-prefix-space", "pre_tokenizer ByteLevel with add_prefix_space is not supported",
+            pre_tokenizer={"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True})
+    model_changed("tokenizer-ignore-merges-string", "BPE option ignore_merges is a string, not a boolean",
+                  ignore_merges="yes")
+    changed("tokenizer-roberta", "post_processor RobertaProcessing is not supported",
+            post_processor={"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0]})
+    bos = {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}
+    text = {"Sequence": {"id": "A", "type_id": 0}}
+    specials = {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [269], "tokens": ["<|endoftext|>"]}}
+
+    def template(name, expect, single, special_tokens):
+        changed(name, expect, post_processor={"type": "Sequence", "processors": [tok["post_processor"], {
+            "type": "TemplateProcessing", "single": single, "pair": [], "special_tokens": special_tokens}]})
+    template("tokenizer-template-no-single", 'TemplateProcessing has no "single" array', None, specials)
+    template("tokenizer-template-unknown-token", "special token '<|endoftext|>' has no \"ids\"", [bos, text], {})
+    template("tokenizer-template-bad-id", "special token '<|endoftext|>' has an id that is no token", [bos, text],
+             {"<|endoftext|>": dict(specials["<|endoftext|>"], ids=[100000])})
+    template("tokenizer-template-two-texts", "the single template must hold $A once", [text, bos, text], specials)
     changed("tokenizer-no-decoder", "decoder (missing) is not supported", decoder=REMOVE)
     changed("tokenizer-padding", "truncation and padding are not supported", padding={"strategy": "BatchLongest"})
     # Bad merges.
@@ -505,13 +531,17 @@ def tokenizer_cases(c, tok):
     added_changed("added-negative-id", added_id_msg, 1, id=-5)
     added_changed("added-huge-id", added_id_msg, 1, id=1 << 40)
     added_changed("added-string-id", added_id_msg, 1, id="270")
-    added_changed("added-vocab-id", "token id 104 is given twice", 1, id=104)
-    added_changed("added-id-twice", "token id 269 is given twice", 1, id=269)
+    hf_id = "where Hugging Face's tokenizers gives it id"
+    added_changed("added-vocab-id", f"added token '<|im_start|>' has id 104 {hf_id} 270", 1, id=104)
+    added_changed("added-id-twice", f"added token '<|im_start|>' has id 269 {hf_id} 270", 1, id=269)
+    added_changed("added-spelled-as-vocab", f"added token 'hi' has id 270 {hf_id} 256", 1, content="hi")
     added_changed("added-empty", 'added token 1: "content" is not a non-empty string', 1, content="")
     added_changed("added-content-twice", "added token '<|endoftext|>' is given twice", 1, content="<|endoftext|>")
     added_changed("added-lstrip", "lstrip, rstrip, single_word and normalized are not supported", 1, lstrip=True)
     # Valid, but with ids past the model's 272.
-    added_changed("added-past-model", "token ids go up to 300, past the model's vocab_size of 272", 2, id=300)
+    more = [edited(tok["added_tokens"][0], id=VOCAB_SIZE + k, content=f"<|extra_{k}|>") for k in range(29)]
+    changed("added-past-model", "token ids go up to 300, past the model's vocab_size of 272",
+            added_tokens=tok["added_tokens"] + more)
 
 
 # ---- the whole corpus ----

@@ -1,7 +1,9 @@
 #!/bin/sh
-# tests/test_tok.sh - `run tok` and `run detok` end to end, on a model folder
-# that holds only the Qwen2.5 tokenizer.json. Expected ids are Hugging Face's
-# (the first line of tests/data/qwen2.5.jsonl, and the others noted there).
+# tests/test_tok.sh - `run tok` and `run detok` end to end, on model folders
+# that hold only a tokenizer.json: Qwen2.5's, and the small Llama 3 and GPT-2
+# style ones of scripts/make_small_tokenizers.py. Expected ids are Hugging
+# Face's (the first line of tests/data/qwen2.5.jsonl, and the others noted
+# there), and those of tests/data/llama-style.jsonl and gpt2-style.jsonl.
 . tests/lib.sh
 
 tmp=$(mktemp -d)
@@ -60,6 +62,36 @@ check "detok: a cut character is U+FFFD" out_is "\357\277\275"
 printf 'Gr\303\274\303\237e, \344\270\226\347\225\214! \360\237\230\200 e\314\201' >"$tmp/mixed"
 check "detok: round trip of tok" status 0 sh -c "$RUN detok '$model' \$($RUN tok '$model' -f '$tmp/mixed')"
 check "detok: round trip gives the NFC text" out_is "Gr\303\274\303\237e, \344\270\226\347\225\214! \360\237\230\200 \303\251"
+
+# ---- a Llama 3 style tokenizer: its post-processor puts a BOS (687) first ----
+llama=$tmp/llama
+mkdir "$llama"
+cp tests/data/llama-style-tokenizer.json "$llama/tokenizer.json"
+check "tok llama-style: exit 0" status 0 $RUN tok "$llama" "it's"
+check "tok llama-style: the BOS, then the ids (llama-style.jsonl line 18)" out_is "687 543 422\n"
+check "tok --no-special: exit 0" status 0 $RUN tok "$llama" --no-special "it's"
+check "tok --no-special: no BOS" out_is "543 422\n"
+check "tok llama-style: digits in threes (line 8)" status 0 $RUN tok "$llama" 1234567890
+check "tok llama-style: digits in threes: ids" out_is "687 332 334 335 15\n"
+check "tok llama-style: empty text" status 0 $RUN tok "$llama" ""
+check "tok llama-style: empty text is the BOS alone" out_is "687\n"
+check "tok llama-style: a typed BOS and the added one (line 94)" status 0 $RUN tok "$llama" "<|begin_of_text|>Hi"
+check "tok llama-style: a typed BOS: ids" out_is "687 687 39 72\n"
+check "tok --plain llama-style: exit 0" status 0 $RUN tok "$llama" --plain "<|begin_of_text|>"
+check "tok --plain llama-style: the BOS once, then text" sh -c "[ \$(grep -o '\\<687\\>' '$tmp/out' | wc -l) -eq 1 ] && grep -q '^687 ' '$tmp/out'"
+check "tok --pieces llama-style: exit 0" status 0 $RUN tok "$llama" --pieces "it's"
+check "tok --pieces llama-style: the BOS spelled" out_is "687\t<|begin_of_text|>\n543\tit\n422\t's\n"
+check "detok llama-style: exit 0" status 0 $RUN detok "$llama" 687 543 422
+check "detok llama-style: the BOS is its text" out_is "<|begin_of_text|>it's"
+
+# ---- a GPT-2 style tokenizer: <s> (617) first and </s> (618) last ----
+gpt2=$tmp/gpt2
+mkdir "$gpt2"
+cp tests/data/gpt2-style-tokenizer.json "$gpt2/tokenizer.json"
+check "tok gpt2-style: exit 0" status 0 $RUN tok "$gpt2" "Hello world"
+check "tok gpt2-style: <s>, the ids, </s> (gpt2-style.jsonl line 2)" out_is "617 453 416 618\n"
+check "tok gpt2-style: numbers in one run (line 8)" status 0 $RUN tok "$gpt2" --no-special 1234567890
+check "tok gpt2-style: numbers: ids" out_is "49 50 51 436 48\n"
 
 # ---- errors ----
 check "detok: id past the vocabulary: exit 2" status 2 $RUN detok "$model" 151665

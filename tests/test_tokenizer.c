@@ -1,9 +1,12 @@
-/* test_tokenizer.c - the tokenizer against Hugging Face's: the golden file
+/* test_tokenizer.c - the tokenizer against Hugging Face's: the golden files
  * (tests/data/qwen2.5.jsonl holds texts with the ids and the decoded text of
- * HF's tokenizers library), the regex split on its edge cases (pieces worked
- * out by hand from the regex, and checked with HF's pre-tokenizer), NFC,
- * added tokens, decoding and streaming, invalid input, long and random input,
- * and hostile tokenizer.json files. */
+ * HF's tokenizers library; llama-style.jsonl and gpt2-style.jsonl those of
+ * the small tokenizers of scripts/make_small_tokenizers.py, made by its
+ * reference, which reproduces HF's ids on Llama 3's golden file), the regex
+ * splits on their edge cases (pieces worked out by hand from the regexes, and
+ * checked with HF's pre-tokenizers), NFC, added tokens, the post-processor,
+ * decoding and streaming, invalid input, long and random input, and hostile
+ * tokenizer.json files. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,58 +40,93 @@ static char *decode(const Tokenizer *t, const int *ids, size_t n, size_t *len) {
     return tokenizer_decode(t, ids, n, len);
 }
 
-/* ---- the golden file ---- */
+/* ---- the golden files ---- */
 
-/* Every line's text encodes to its ids, and its ids decode to its text; the
- * Qwen3 tokenizer (merges written as pairs) agrees with Qwen2.5's (merges as
- * "a b" strings) on every text read as plain text. */
-static void test_golden(Tokenizer *qwen25, Tokenizer *qwen3) {
+/* The ids of a golden line's array. */
+static int *golden_ids(const JsonValue *ids) {
+    int *out = xmalloc((ids->len + 1) * sizeof *out);
+    for (size_t i = 0; i < ids->len; i++) out[i] = (int)ids->items[i].number.integer;
+    return out;
+}
+
+/* Every line's text encodes to its "ids" (added tokens read as such) and,
+ * with the post-processor's special tokens, to its "ids_with_special" (when
+ * the line has none, the post-processor adds nothing); the ids decode to its
+ * "decoded" text. Returns the number of lines; counts those holding a NUL. */
+static int check_golden(Tokenizer *t, const char *name, int *n_with_nul) {
+    unsigned long size;
+    char *data = test_data(name, &size);
+    int n_lines = 0;
+    for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
+        JsonDoc doc;
+        Error e;
+        if (json_parse(&doc, line, strlen(line), &e) != 0) die("%s: %s", name, e.msg);
+        const JsonValue *text = json_get(&doc.root, "text"), *ids = json_get(&doc.root, "ids"),
+                        *special = json_get(&doc.root, "ids_with_special"), *decoded = json_get(&doc.root, "decoded");
+        int *want = golden_ids(ids), *want_special = golden_ids(special ? special : ids);
+        n_lines++;
+        *n_with_nul += memchr(text->string, '\0', text->len) != NULL;
+
+        TokenIds got = {0}, got_special = {0};
+        CHECK(tokenizer_encode(t, text->string, text->len, ENCODE_ADDED_TOKENS, &got) == 0, "%s line %d: valid UTF-8",
+              name, n_lines);
+        CHECK(same_ids(&got, want, ids->len), "%s line %d encodes to the golden ids: %.60s", name, n_lines, line);
+        tokenizer_encode(t, text->string, text->len, ENCODE_PROMPT, &got_special);
+        CHECK(same_ids(&got_special, want_special, special ? special->len : ids->len),
+              "%s line %d encodes with special tokens to the golden ids: %.60s", name, n_lines, line);
+        size_t len;
+        char *back = decode(t, want, ids->len, &len);
+        CHECK(same_bytes(back, len, decoded->string, decoded->len), "%s line %d decodes to the golden text", name,
+              n_lines);
+        free(back);
+        token_ids_free(&got);
+        token_ids_free(&got_special);
+        free(want);
+        free(want_special);
+        json_free(&doc);
+    }
+    free(data);
+    return n_lines;
+}
+
+/* The Qwen3 tokenizer (merges written as pairs) agrees with Qwen2.5's
+ * (merges as "a b" strings) on every golden text read as plain text. */
+static void test_golden(Tokenizer *qwen25, Tokenizer *qwen3, Tokenizer *llama, Tokenizer *gpt2) {
+    int n_with_nul = 0;
+    CHECK(check_golden(qwen25, "qwen2.5.jsonl", &n_with_nul) == 415, "qwen2.5.jsonl: 415 lines");
+    CHECK(n_with_nul == 2, "qwen2.5.jsonl: lines with U+0000: %d", n_with_nul);
+    n_with_nul = 0;
+    CHECK(check_golden(llama, "llama-style.jsonl", &n_with_nul) == 307, "llama-style.jsonl: 307 lines");
+    CHECK(check_golden(gpt2, "gpt2-style.jsonl", &n_with_nul) == 307, "gpt2-style.jsonl: 307 lines");
+    CHECK(n_with_nul == 80, "llama-style.jsonl and gpt2-style.jsonl: lines with U+0000: %d", n_with_nul);
+
     unsigned long size;
     char *data = test_data("qwen2.5.jsonl", &size);
-    int n_lines = 0, n_with_nul = 0;
+    int n_lines = 0;
     for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
         JsonDoc doc;
         Error e;
         if (json_parse(&doc, line, strlen(line), &e) != 0) die("qwen2.5.jsonl: %s", e.msg);
-        const JsonValue *text = json_get(&doc.root, "text"), *ids = json_get(&doc.root, "ids"),
-                        *decoded = json_get(&doc.root, "decoded");
-        int *want = xmalloc((ids->len + 1) * sizeof *want);
-        for (size_t i = 0; i < ids->len; i++) want[i] = (int)ids->items[i].number.integer;
-        n_lines++;
-        n_with_nul += memchr(text->string, '\0', text->len) != NULL;
-
-        TokenIds got = {0};
-        CHECK(tokenizer_encode(qwen25, text->string, text->len, ENCODE_ADDED_TOKENS, &got) == 0,
-              "line %d: valid UTF-8", n_lines);
-        CHECK(same_ids(&got, want, ids->len), "line %d encodes to the golden ids: %.60s", n_lines, line);
-        size_t len;
-        char *back = decode(qwen25, want, ids->len, &len);
-        CHECK(same_bytes(back, len, decoded->string, decoded->len), "line %d decodes to the golden text", n_lines);
-        free(back);
-
+        const JsonValue *text = json_get(&doc.root, "text");
         TokenIds plain25 = {0}, plain3 = {0};
         tokenizer_encode(qwen25, text->string, text->len, ENCODE_PLAIN, &plain25);
         tokenizer_encode(qwen3, text->string, text->len, ENCODE_PLAIN, &plain3);
-        CHECK(same_ids(&plain3, plain25.ids, plain25.n), "line %d: Qwen3's pair merges give Qwen2.5's ids", n_lines);
-        token_ids_free(&got);
+        CHECK(same_ids(&plain3, plain25.ids, plain25.n), "line %d: Qwen3's pair merges give Qwen2.5's ids", ++n_lines);
         token_ids_free(&plain25);
         token_ids_free(&plain3);
-        free(want);
         json_free(&doc);
     }
     free(data);
-    CHECK(n_lines == 415, "golden lines read: %d", n_lines);
-    CHECK(n_with_nul == 2, "golden lines with U+0000: %d", n_with_nul);
 }
 
-/* ---- the pre-tokenizer regex ---- */
+/* ---- the pre-tokenizer regexes ---- */
 
 /* text splits into exactly the pieces given, NULL-terminated. */
-static void check_split(const char *text, const char *const *pieces, const char *what) {
+static void check_split(SplitPattern p, const char *text, const char *const *pieces, const char *what) {
     size_t n = strlen(text), at = 0, k = 0;
     bool ok = true;
     while (at < n && ok) {
-        size_t end = tokenizer_piece_end(text, n, at);
+        size_t end = tokenizer_piece_end(p, text, n, at);
         ok = pieces[k] && end > at && same_bytes(text + at, end - at, pieces[k], strlen(pieces[k]));
         at = end;
         k++;
@@ -96,54 +134,92 @@ static void check_split(const char *text, const char *const *pieces, const char 
     CHECK(ok && pieces[k] == NULL, "split of %s", what);
 }
 
-#define SPLIT(text, ...) check_split(text, (const char *const[]){__VA_ARGS__, NULL}, #text)
+#define SPLIT(p, text, ...) check_split(p, text, (const char *const[]){__VA_ARGS__, NULL}, #p ": " #text)
 
 static void test_split(void) {
     /* White space: a run before text leaves its last space to the text's
      * piece; a run with newlines ends at its last newline. */
-    SPLIT("x  \n  y", "x", "  \n", " ", " y");
-    SPLIT("a   b", "a", "  ", " b");
-    SPLIT("a  ", "a", "  ");
-    SPLIT("  a", " ", " a");
-    SPLIT("\n\n\n", "\n\n\n");
-    SPLIT(" \n \n x", " \n \n", " x");
-    SPLIT("\t\tx", "\t", "\tx");
-    SPLIT("...   ", "...", "   ");
-    SPLIT("  !!\n\nx", " ", " !!\n\n", "x");
-    SPLIT("?\r\n\r\nok", "?\r\n\r\n", "ok");
+    SPLIT(SPLIT_QWEN2, "x  \n  y", "x", "  \n", " ", " y");
+    SPLIT(SPLIT_QWEN2, "a   b", "a", "  ", " b");
+    SPLIT(SPLIT_QWEN2, "a  ", "a", "  ");
+    SPLIT(SPLIT_QWEN2, "  a", " ", " a");
+    SPLIT(SPLIT_QWEN2, "\n\n\n", "\n\n\n");
+    SPLIT(SPLIT_QWEN2, " \n \n x", " \n \n", " x");
+    SPLIT(SPLIT_QWEN2, "\t\tx", "\t", "\tx");
+    SPLIT(SPLIT_QWEN2, "...   ", "...", "   ");
+    SPLIT(SPLIT_QWEN2, "  !!\n\nx", " ", " !!\n\n", "x");
+    SPLIT(SPLIT_QWEN2, "?\r\n\r\nok", "?\r\n\r\n", "ok");
     /* Numbers one digit at a time, fullwidth digits too. */
-    SPLIT("1234567", "1", "2", "3", "4", "5", "6", "7");
-    SPLIT("$100.50", "$", "1", "0", "0", ".", "5", "0");
-    SPLIT("x\xEF\xBC\x91\xEF\xBC\x92", "x", "\xEF\xBC\x91", "\xEF\xBC\x92");
+    SPLIT(SPLIT_QWEN2, "1234567", "1", "2", "3", "4", "5", "6", "7");
+    SPLIT(SPLIT_QWEN2, "$100.50", "$", "1", "0", "0", ".", "5", "0");
+    SPLIT(SPLIT_QWEN2, "x\xEF\xBC\x91\xEF\xBC\x92", "x", "\xEF\xBC\x91", "\xEF\xBC\x92");
     /* CJK: punctuation starts the next word's piece (one character may
      * precede letters), a lone one stands alone. */
-    SPLIT("\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C\xE3\x80\x82", "\xE4\xBD\xA0\xE5\xA5\xBD",
+    SPLIT(SPLIT_QWEN2, "\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C\xE3\x80\x82", "\xE4\xBD\xA0\xE5\xA5\xBD",
           "\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C", "\xE3\x80\x82");
     /* Emoji are punctuation to the regex, joining a space before them. */
-    SPLIT("emoji \xF0\x9F\x98\x80\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD!", "emoji",
+    SPLIT(SPLIT_QWEN2, "emoji \xF0\x9F\x98\x80\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD!", "emoji",
           " \xF0\x9F\x98\x80\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD!");
-    /* Contractions, in any case; a quote before other letters is no
-     * contraction, and neither is one before U+017F LONG S. */
-    SPLIT("DON'T", "DON", "'T");
-    SPLIT("don't", "don", "'t");
-    SPLIT("I'm", "I", "'m");
-    SPLIT("'S 's 'Ll 'VE 're 'x", "'S", " '", "s", " '", "Ll", " '", "VE", " '", "re", " '", "x");
-    SPLIT("\xC5\xBF'\xC5\xBF", "\xC5\xBF", "'\xC5\xBF");
-    SPLIT("'", "'");
+    /* Contractions, in any case, and with U+017F LONG S for the s (case
+     * folding makes it one); a quote before other letters is no contraction. */
+    SPLIT(SPLIT_QWEN2, "DON'T", "DON", "'T");
+    SPLIT(SPLIT_QWEN2, "don't", "don", "'t");
+    SPLIT(SPLIT_QWEN2, "I'm", "I", "'m");
+    SPLIT(SPLIT_QWEN2, "'S 's 'Ll 'VE 're 'x", "'S", " '", "s", " '", "Ll", " '", "VE", " '", "re", " '", "x");
+    SPLIT(SPLIT_QWEN2, "\xC5\xBF'\xC5\xBF", "\xC5\xBF", "'\xC5\xBF");
+    SPLIT(SPLIT_QWEN2, "'\xC5\xBFx", "'\xC5\xBF", "x");
+    SPLIT(SPLIT_QWEN2, "'", "'");
     /* Unicode white space: U+3000, U+0085, U+00A0 and U+2028 are \s (and
      * may lead letters); U+FEFF and U+200B are not, so they lead as
      * punctuation; a combining mark is neither letter nor space. */
-    SPLIT("a\xE3\x80\x80" "b", "a", "\xE3\x80\x80" "b");
-    SPLIT("a\xC2\x85" "b", "a", "\xC2\x85" "b");
-    SPLIT("a\xC2\xA0\xC2\xA0" "b", "a", "\xC2\xA0", "\xC2\xA0" "b");
-    SPLIT("a \xE2\x80\xA8" "b", "a", " ", "\xE2\x80\xA8" "b");
-    SPLIT("a\xEF\xBB\xBF" "b", "a", "\xEF\xBB\xBF" "b");
-    SPLIT("a\xE2\x80\x8B" "b", "a", "\xE2\x80\x8B" "b");
-    SPLIT("x\xCC\x81y", "x", "\xCC\x81y");
+    SPLIT(SPLIT_QWEN2, "a\xE3\x80\x80" "b", "a", "\xE3\x80\x80" "b");
+    SPLIT(SPLIT_QWEN2, "a\xC2\x85" "b", "a", "\xC2\x85" "b");
+    SPLIT(SPLIT_QWEN2, "a\xC2\xA0\xC2\xA0" "b", "a", "\xC2\xA0", "\xC2\xA0" "b");
+    SPLIT(SPLIT_QWEN2, "a \xE2\x80\xA8" "b", "a", " ", "\xE2\x80\xA8" "b");
+    SPLIT(SPLIT_QWEN2, "a\xEF\xBB\xBF" "b", "a", "\xEF\xBB\xBF" "b");
+    SPLIT(SPLIT_QWEN2, "a\xE2\x80\x8B" "b", "a", "\xE2\x80\x8B" "b");
+    SPLIT(SPLIT_QWEN2, "x\xCC\x81y", "x", "\xCC\x81y");
     /* NUL is an ordinary character (text comes with its length). */
     const char nul[] = "a\0b";
-    size_t end = tokenizer_piece_end(nul, 3, 1);
-    CHECK(tokenizer_piece_end(nul, 3, 0) == 1 && end == 3, "split of a, NUL b");
+    size_t end = tokenizer_piece_end(SPLIT_QWEN2, nul, 3, 1);
+    CHECK(tokenizer_piece_end(SPLIT_QWEN2, nul, 3, 0) == 1 && end == 3, "split of a, NUL b");
+
+    /* Llama 3: Qwen2's regex but for numbers, in runs of up to three digits
+     * from the left (any Unicode number, fullwidth digits too). */
+    SPLIT(SPLIT_LLAMA3, "1234567890", "123", "456", "789", "0");
+    SPLIT(SPLIT_LLAMA3, "x123456789y", "x", "123", "456", "789", "y");
+    SPLIT(SPLIT_LLAMA3, "$1,024.50", "$", "1", ",", "024", ".", "50");
+    SPLIT(SPLIT_LLAMA3, "a1b22c333d4444", "a", "1", "b", "22", "c", "333", "d", "444", "4");
+    SPLIT(SPLIT_LLAMA3, "\xEF\xBC\x91\xEF\xBC\x92\xEF\xBC\x93\xEF\xBC\x94", "\xEF\xBC\x91\xEF\xBC\x92\xEF\xBC\x93",
+          "\xEF\xBC\x94");
+    SPLIT(SPLIT_LLAMA3, " 1 a", " ", "1", " a");
+    SPLIT(SPLIT_LLAMA3, "'\xC5\xBFx", "'\xC5\xBF", "x");
+    SPLIT(SPLIT_LLAMA3, "'LL'll", "'LL", "'ll");
+    SPLIT(SPLIT_LLAMA3, "don't' 's", "don", "'t", "'", " '", "s");
+    SPLIT(SPLIT_LLAMA3, " \xC2\xA0\xC2\xA0x", " \xC2\xA0", "\xC2\xA0x");
+    SPLIT(SPLIT_LLAMA3, "a\r\n\r\nb", "a", "\r\n\r\n", "b");
+
+    /* GPT-2: letters, numbers (all of them) and punctuation each after at
+     * most one space; lowercase contractions only; white space never leads
+     * anything but a run of its own. */
+    SPLIT(SPLIT_GPT2, "Hello world", "Hello", " world");
+    SPLIT(SPLIT_GPT2, "it's IT'S", "it", "'s", " IT", "'", "S");
+    SPLIT(SPLIT_GPT2, "'ll'LL", "'ll", "'", "LL");
+    SPLIT(SPLIT_GPT2, "'\xC5\xBFx", "'", "\xC5\xBFx");
+    SPLIT(SPLIT_GPT2, "1234567890", "1234567890");
+    SPLIT(SPLIT_GPT2, "12345 67", "12345", " 67");
+    SPLIT(SPLIT_GPT2, "$100.50!!", "$", "100", ".", "50", "!!");
+    SPLIT(SPLIT_GPT2, "hi  !", "hi", " ", " !");
+    SPLIT(SPLIT_GPT2, "a  \nb", "a", "  ", "\n", "b");
+    SPLIT(SPLIT_GPT2, "a\r\n\r\nb", "a", "\r\n\r", "\n", "b");
+    SPLIT(SPLIT_GPT2, " \t\tz", " \t", "\t", "z");
+    SPLIT(SPLIT_GPT2, "\t\tx", "\t", "\t", "x");
+    SPLIT(SPLIT_GPT2, "end  ", "end", "  ");
+    SPLIT(SPLIT_GPT2, "x\xC2\xA0y", "x", "\xC2\xA0", "y");
+    SPLIT(SPLIT_GPT2, " \xC2\xA0\xC2\xA0x", " \xC2\xA0", "\xC2\xA0", "x");
+    SPLIT(SPLIT_GPT2, "x\xCC\x81y", "x", "\xCC\x81", "y");
+    SPLIT(SPLIT_GPT2, "a\xEF\xBB\xBF" "b", "a", "\xEF\xBB\xBF", "b");
+    SPLIT(SPLIT_GPT2, "a \xE3\x80\x80" "b", "a", " ", "\xE3\x80\x80", "b");
 }
 
 /* ---- ids of tricky texts, from Hugging Face's tokenizers 0.23.2 ---- */
@@ -237,6 +313,54 @@ static void test_tokens(Tokenizer *t) {
     back = tokenizer_decode(t, unknown, 4, &len);
     CHECK(same_bytes(back, len, "Hello world", 11), "decode skips ids with no token");
     free(back);
+}
+
+/* ---- the pipeline read from tokenizer.json ---- */
+
+static void check_special(const Tokenizer *t, const int *prefix, size_t n_prefix, const int *suffix, size_t n_suffix,
+                          const char *what) {
+    size_t n, m;
+    const int *got = tokenizer_special_prefix(t, &n), *got_suffix = tokenizer_special_suffix(t, &m);
+    CHECK(n == n_prefix && (n == 0 || memcmp(got, prefix, n * sizeof *got) == 0), "%s: special prefix", what);
+    CHECK(m == n_suffix && (m == 0 || memcmp(got_suffix, suffix, m * sizeof *got) == 0), "%s: special suffix", what);
+}
+
+/* What each tokenizer.json asks for, as its sections say (ids from the
+ * files themselves). */
+static void test_pipelines(Tokenizer *qwen25, Tokenizer *qwen3, Tokenizer *llama, Tokenizer *gpt2) {
+    CHECK(tokenizer_split_pattern(qwen25) == SPLIT_QWEN2 && tokenizer_split_pattern(qwen3) == SPLIT_QWEN2,
+          "Qwen's regex");
+    CHECK(tokenizer_split_pattern(llama) == SPLIT_LLAMA3, "the llama-style tokenizer has Llama 3's regex");
+    CHECK(tokenizer_split_pattern(gpt2) == SPLIT_GPT2, "ByteLevel alone splits by GPT-2's regex");
+    /* <|begin_of_text|> is 687 in llama-style-tokenizer.json, <s> and </s>
+     * are 617 and 618 in gpt2-style-tokenizer.json. */
+    check_special(qwen25, NULL, 0, NULL, 0, "Qwen2.5");
+    check_special(llama, (const int[]){687}, 1, NULL, 0, "llama-style");
+    check_special(gpt2, (const int[]){617}, 1, (const int[]){618}, 1, "gpt2-style");
+    CHECK(tokenizer_find(llama, "<|begin_of_text|>", 17) == 687, "<|begin_of_text|> is 687");
+
+    /* The post-processor's tokens go around the text, in every mode that
+     * asks for them, and even around no text. */
+    TokenIds ids = {0};
+    tokenizer_encode(llama, "", 0, ENCODE_PROMPT, &ids);
+    CHECK(same_ids(&ids, (const int[]){687}, 1), "an empty prompt is the BOS alone");
+    ids.n = 0;
+    tokenizer_encode(llama, "<|begin_of_text|>", 17, ENCODE_PLAIN | ENCODE_ADD_SPECIAL, &ids);
+    CHECK(ids.n > 2 && ids.ids[0] == 687 && ids.ids[1] != 687, "plain text with special tokens: BOS, then text");
+    ids.n = 0;
+    tokenizer_encode(gpt2, "", 0, ENCODE_ADD_SPECIAL, &ids);
+    CHECK(same_ids(&ids, (const int[]){617, 618}, 2), "gpt2-style: <s> and </s> around no text");
+    ids.n = 0;
+    tokenizer_encode(qwen25, "Hello", 5, ENCODE_PROMPT, &ids);
+    CHECK(same_ids(&ids, (const int[]){9707}, 1), "Qwen adds nothing");
+    token_ids_free(&ids);
+
+    /* An added token that is a vocabulary token too (gpt2-style's
+     * <|endoftext|>, 616) is one token: found in texts, spelled alike. */
+    CHECK(tokenizer_find(gpt2, "<|endoftext|>", 13) == 616, "<|endoftext|> is 616");
+    char *spelling = tokenizer_spelling(gpt2, 616);
+    CHECK(spelling && strcmp(spelling, "<|endoftext|>") == 0, "616 is spelled <|endoftext|>");
+    free(spelling);
 }
 
 /* ---- invalid UTF-8 ---- */
@@ -464,6 +588,158 @@ static void refuse(const char *base, const char *find, const char *replace, cons
     free(json);
 }
 
+/* The small tokenizer.json with one change loads, or NULL (with a failed check). */
+static Tokenizer *load_changed(const char *base, const char *find, const char *replace) {
+    char *json = replaced(base, find, replace), path[256];
+    Error e = {{0}};
+    Tokenizer *t = load_text(json, strlen(json), path, &e);
+    CHECK(t != NULL, "loads: %s -> %s (%s)", find, replace, e.msg);
+    free(json);
+    return t;
+}
+
+/* The small tokenizer's post-processor replaced by TemplateProcessing with
+ * the given "single" template and "special_tokens". */
+static char *with_template(const char *base, const char *single, const char *specials) {
+    char post[1024];
+    snprintf(post, sizeof post, "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":%s,\"pair\":[],"
+             "\"special_tokens\":%s},\"x\":{", single, specials);
+    return replaced(base, "\"post_processor\":{", post);
+}
+
+#define END_TOKEN "{\"<|end|>\":{\"id\":\"<|end|>\",\"ids\":[257],\"tokens\":[\"<|end|>\"]}}"
+#define END_ITEM "{\"SpecialToken\":{\"id\":\"<|end|>\",\"type_id\":0}}"
+#define TEXT_ITEM "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}"
+
+/* Each section of tokenizer.json chooses its own step: the regex, the
+ * normalizer, ignore_merges and the post-processor, whatever the rest. */
+static void test_pipeline_options(const char *base) {
+    /* The Llama 3 regex in an otherwise Qwen2 file. */
+    Tokenizer *t = load_changed(base, "p{N}| ?", "p{N}{1,3}| ?");
+    CHECK(t && tokenizer_split_pattern(t) == SPLIT_LLAMA3, "Llama 3's regex is read from the file");
+    tokenizer_free(t);
+    /* ByteLevel alone (use_regex is true when missing) splits by GPT-2's regex. */
+    t = load_changed(base, "\"pre_tokenizer\":{", "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false},\"x\":{");
+    CHECK(t && tokenizer_split_pattern(t) == SPLIT_GPT2, "ByteLevel alone: GPT-2's regex");
+    tokenizer_free(t);
+    refuse(base, "\"pre_tokenizer\":{", "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true},\"x\":{",
+           "pre_tokenizer ByteLevel with add_prefix_space is not supported");
+    refuse(base, "\"pre_tokenizer\":{", "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":false},\"x\":{",
+           "pre_tokenizer ByteLevel without its regex (use_regex false) is not supported");
+    refuse(base, "\"pretokenizers\":[", "\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},",
+           "pre_tokenizer Sequence[Digits, Split, ByteLevel] is not supported");
+    refuse(base, "\"pattern\":{\"Regex\":", "\"pattern\":{\"String\":\" \"},\"x\":{\"Regex\":",
+           "pre_tokenizer Split has no \"pattern\" regex");
+    refuse(base, "\"use_regex\":false}]", "\"use_regex\":true}]", "ByteLevel options are not supported after a Split");
+    refuse(base, "\"use_regex\":false}]", "\"x\":false}]", "ByteLevel options are not supported after a Split");
+
+    /* No normalizer: a decomposed e-acute stays e, U+0301 (byte tokens: the
+     * small tokenizer's ids are the bytes); NFC makes it U+00E9. */
+    t = load_changed(base, "\"normalizer\":{\"type\":\"NFC\"}", "\"normalizer\":null");
+    if (t) IDS(t, "e\xCC\x81", 'e', 0xCC, 0x81);
+    tokenizer_free(t);
+    t = load_changed(base, "\"version\"", "\"version\"");
+    if (t) IDS(t, "e\xCC\x81", 0xC3, 0xA9);
+    tokenizer_free(t);
+
+    /* ignore_merges: "xyz" is a vocabulary token that no merge makes. */
+    char *no_merges = replaced(base, "\"merges\":[\"a b\"]", "\"merges\":[]");
+    char *xyz = replaced(no_merges, "\"ab\":256", "\"xyz\":256");
+    t = load_changed(xyz, "\"ignore_merges\":false", "\"ignore_merges\":true");
+    if (t) IDS(t, "xyz", 256);
+    if (t) IDS(t, "xyzxyz", 'x', 'y', 'z', 'x', 'y', 'z');
+    tokenizer_free(t);
+    t = load_changed(xyz, "\"version\"", "\"version\"");
+    if (t) IDS(t, "xyz", 'x', 'y', 'z');
+    tokenizer_free(t);
+    free(xyz);
+    free(no_merges);
+
+    /* TemplateProcessing: the special tokens before $A come first, those
+     * after it last; only with ENCODE_ADD_SPECIAL. */
+    char *json = with_template(base, "[" END_ITEM "," TEXT_ITEM "," END_ITEM "," END_ITEM "]", END_TOKEN), path[256];
+    Error e;
+    t = load_text(json, strlen(json), path, &e);
+    CHECK(t != NULL, "TemplateProcessing loads (%s)", t ? "" : e.msg);
+    if (t) {
+        TokenIds ids = {0};
+        tokenizer_encode(t, "ab", 2, ENCODE_PROMPT, &ids);
+        CHECK(same_ids(&ids, (const int[]){257, 256, 257, 257}, 4), "template: <|end|> ab <|end|> <|end|>");
+        ids.n = 0;
+        tokenizer_encode(t, "ab", 2, ENCODE_ADDED_TOKENS, &ids);
+        CHECK(same_ids(&ids, (const int[]){256}, 1), "template: nothing added without ENCODE_ADD_SPECIAL");
+        token_ids_free(&ids);
+        check_special(t, (const int[]){257}, 1, (const int[]){257, 257}, 2, "template");
+    }
+    tokenizer_free(t);
+    free(json);
+    /* Inside a Sequence, after ByteLevel, as Llama 3 has it. */
+    json = replaced(base, "\"post_processor\":{", "\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":"
+                    "\"ByteLevel\"},{\"type\":\"TemplateProcessing\",\"single\":[" END_ITEM "," TEXT_ITEM "],"
+                    "\"special_tokens\":" END_TOKEN "}]},\"x\":{");
+    t = load_text(json, strlen(json), path, &e);
+    CHECK(t != NULL, "Sequence[ByteLevel, TemplateProcessing] loads");
+    if (t) check_special(t, (const int[]){257}, 1, NULL, 0, "Sequence[ByteLevel, TemplateProcessing]");
+    tokenizer_free(t);
+    free(json);
+
+    const struct {
+        const char *single, *specials, *why;
+    } bad[] = {
+        {"[" TEXT_ITEM "," TEXT_ITEM "]", END_TOKEN, "the single template must hold $A once"},
+        {"[" END_ITEM "]", END_TOKEN, "the single template must hold $A once"},
+        {"[{\"Sequence\":{\"id\":\"B\",\"type_id\":0}}]", END_TOKEN, "the single template's sequence is not $A"},
+        {"[7," TEXT_ITEM "]", END_TOKEN, "item 0 of the single template is neither a SpecialToken nor a Sequence"},
+        {"[" END_ITEM "," TEXT_ITEM "]", "{}", "special token '<|end|>' has no \"ids\" in \"special_tokens\""},
+        {"[" END_ITEM "," TEXT_ITEM "]", "{\"<|end|>\":{\"ids\":[260]}}", "special token '<|end|>' has an id that is no token"},
+        {"[" END_ITEM "," TEXT_ITEM "]", "{\"<|end|>\":{\"ids\":[-1]}}", "special token '<|end|>' has an id that is no token"},
+        {"[" END_ITEM "," TEXT_ITEM "]", "{\"<|end|>\":{\"ids\":\"257\"}}", "special token '<|end|>' has no \"ids\""},
+        {"7", END_TOKEN, "post_processor TemplateProcessing has no \"single\" array"},
+        {"[" TEXT_ITEM "]", "[]", "post_processor TemplateProcessing has no \"special_tokens\" object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json = with_template(base, bad[i].single, bad[i].specials);
+        refuse(json, "\"version\"", "\"version\"", bad[i].why);
+        free(json);
+    }
+    refuse(base, "\"post_processor\":{\"type\":\"ByteLevel\"", "\"post_processor\":{\"type\":\"RobertaProcessing\"",
+           "post_processor RobertaProcessing is not supported (only ByteLevel, TemplateProcessing, a Sequence of them, "
+           "or none)");
+    json = replaced(base, "\"post_processor\":{", "\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":"
+                    "\"ByteLevel\"},{\"type\":\"TemplateProcessing\"},{\"type\":\"TemplateProcessing\"}]},\"x\":{");
+    refuse(json, "\"version\"", "\"version\"", "TemplateProcessing has no \"single\" array");
+    free(json);
+    refuse(base, "\"post_processor\":{", "\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":"
+           "\"ByteLevel\"},{\"type\":\"BertProcessing\"}]},\"x\":{",
+           "post_processor Sequence[ByteLevel, BertProcessing] is not supported");
+    refuse(base, "\"post_processor\":{", "\"post_processor\":{\"type\":\"Sequence\",\"processors\":7},\"x\":{",
+           "post_processor Sequence[] is not supported");
+
+    /* An added token that is a vocabulary token keeps its id; one that is
+     * spelled as a vocabulary token but given another id is refused. */
+    t = load_changed(base, "\"added_tokens\":[", "\"added_tokens\":[{\"id\":256,\"content\":\"ab\",\"special\":true},");
+    if (t) IDS(t, "xab", 'x', 256);
+    tokenizer_free(t);
+    refuse(base, "\"added_tokens\":[", "\"added_tokens\":[{\"id\":257,\"content\":\"ab\",\"special\":true},",
+           "added token 'ab' has id 257 where Hugging Face's tokenizers gives it id 256");
+    /* Added tokens that begin one another: the leftmost match wins, then the
+     * longest (as Hugging Face's tokenizers matched these same contents). */
+    t = load_changed(base, "\"special\":false}]", "\"special\":false},{\"id\":260,\"content\":\"<a>\"},"
+                     "{\"id\":261,\"content\":\"<a>b\"},{\"id\":262,\"content\":\"<ab\"},{\"id\":263,\"content\":\"a<\"}]");
+    if (t) {
+        IDS(t, "<a>bc", 261, 'c');
+        IDS(t, "<a>x", 260, 'x');
+        IDS(t, "<abc", 262, 'c');
+        IDS(t, "<a", '<', 'a');
+        IDS(t, "a<a>b", 263, 'a', '>', 'b');
+        IDS(t, "xa<ab", 'x', 263, 256);
+        CHECK(tokenizer_find(t, "<a>", 3) == 260 && tokenizer_find(t, "<a", 2) == -1, "added tokens found by content");
+    }
+    tokenizer_free(t);
+    /* With a gap in the vocabulary's ids, the next added id can be taken. */
+    refuse(base, "\"ab\":256", "\"ab\":258", "token id 258 is given twice");
+}
+
 static void test_hostile(void) {
     if (!mkdtemp(scratch_dir)) die("test: cannot make a scratch folder");
     char *base = small_tokenizer_json(), path[256];
@@ -493,16 +769,17 @@ static void test_hostile(void) {
     refuse(base, "\"type\":\"BPE\"", "\"type\":\"WordPiece\"", "model type WordPiece is not supported");
     refuse(base, "\"dropout\":null", "\"dropout\":0.1", "BPE options");
     refuse(base, "\"byte_fallback\":false", "\"byte_fallback\":true", "BPE options");
-    refuse(base, "\"ignore_merges\":false", "\"ignore_merges\":true", "BPE options");
+    refuse(base, "\"ignore_merges\":false", "\"ignore_merges\":7", "BPE option ignore_merges is a number, not a boolean");
     refuse(base, "{\"type\":\"NFC\"}", "{\"type\":\"NFKC\"}", "normalizer NFKC is not supported");
-    refuse(base, "(?i:'s|", "(?i:'S|", "regex is not the Qwen2 one");
-    refuse(base, "\"type\":\"Sequence\"", "\"type\":\"Whitespace\"", "pre_tokenizer is not the Qwen2 one");
+    refuse(base, "(?i:'s|", "(?i:'S|", "regex '(?i:'S|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}...' is not supported");
+    refuse(base, "(?i:'s|", "(?i:'S|", "(only the Qwen2, Llama 3 and GPT-2 ones)");
+    refuse(base, "\"type\":\"Sequence\"", "\"type\":\"Whitespace\"", "pre_tokenizer Whitespace is not supported");
     refuse(base, "\"behavior\":\"Isolated\"", "\"behavior\":\"Removed\"", "Split options");
     refuse(base, "\"add_prefix_space\":false,\"trim_offsets\":false,\"use_regex\":false}]",
            "\"add_prefix_space\":true,\"trim_offsets\":false,\"use_regex\":false}]", "ByteLevel options");
     refuse(base, "\"decoder\"", "\"decoder_\"", "decoder (missing) is not supported");
     refuse(base, "\"post_processor\":{\"type\":\"ByteLevel\"", "\"post_processor\":{\"type\":\"TemplateProcessing\"",
-           "post_processor TemplateProcessing");
+           "post_processor TemplateProcessing has no \"single\" array");
     refuse(base, "\"truncation\":null", "\"truncation\":{}", "truncation");
     refuse(base, "\"model\":{", "\"model_\":{", "no \"model\" object");
     refuse(base, "\"vocab\":{", "\"vocab\":7,\"x\":{", "no \"model.vocab\" object");
@@ -524,7 +801,8 @@ static void test_hostile(void) {
     refuse(base, "\"ab\":256", "\"\":256", "empty token");
     refuse(base, "\"ab\":256", "\"ab\":256,\"ab\":300", "vocab token 'ab' is given twice");
     refuse(base, "\"!\":33,", "", "no token for byte 0x21");
-    refuse(base, "\"id\":257", "\"id\":256", "token id 256 is given twice");
+    refuse(base, "\"id\":257", "\"id\":256", "added token '<|end|>' has id 256 where Hugging Face's tokenizers gives it id 257");
+    refuse(base, "\"id\":259", "\"id\":260", "added token 'a  b' has id 260 where Hugging Face's tokenizers gives it id 259");
     refuse(base, "\"id\":257", "\"id\":null", "\"id\" is not an integer");
     refuse(base, "\"content\":\"<|end|>\"", "\"content\":\"\"", "non-empty string");
     refuse(base, "\"content\":\"<|end|>\"", "\"content\":7", "non-empty string");
@@ -533,6 +811,8 @@ static void test_hostile(void) {
     refuse(base, "\"special\":true", "\"special\":\"yes\"", "\"special\" is not a boolean");
     refuse(base, "\"added_tokens\":[", "\"added_tokens\":{\"x\":1},\"y\":[", "is an object, not an array");
     refuse(base, "\"version\"", "\"version\" \"", "line 1, column");
+
+    test_pipeline_options(base);
 
     /* Files that are no tokenizer.json at all. */
     const char *const others[] = {"", "[]", "{}", "null", "{\"model\":7}", "\xFF"};
@@ -550,8 +830,10 @@ static void test_hostile(void) {
 }
 
 int main(void) {
-    Tokenizer *qwen25 = load("qwen2.5-tokenizer.json"), *qwen3 = load("qwen3-tokenizer.json");
-    test_golden(qwen25, qwen3);
+    Tokenizer *qwen25 = load("qwen2.5-tokenizer.json"), *qwen3 = load("qwen3-tokenizer.json"),
+              *llama = load("llama-style-tokenizer.json"), *gpt2 = load("gpt2-style-tokenizer.json");
+    test_golden(qwen25, qwen3, llama, gpt2);
+    test_pipelines(qwen25, qwen3, llama, gpt2);
     CHECK(tokenizer_vocab_size(qwen3) == 151669 && tokenizer_find(qwen3, "<think>", 7) == 151667,
           "Qwen3's tokenizer has its 4 more added tokens");
     test_split();
@@ -563,5 +845,7 @@ int main(void) {
     test_hostile();
     tokenizer_free(qwen25);
     tokenizer_free(qwen3);
+    tokenizer_free(llama);
+    tokenizer_free(gpt2);
     return test_summary("test_tokenizer");
 }

@@ -51,6 +51,8 @@ static void test_classes(void) {
         unsigned got = unicode_class(cases[i].c) & (UNICODE_LETTER | UNICODE_NUMBER | UNICODE_SPACE);
         CHECK(got == cases[i].want, "class of %s: got %u, want %u", cases[i].what, got, cases[i].want);
     }
+    for (unsigned c = 0; c < 0x80; c++)
+        CHECK(unicode_ascii_class((unsigned char)c) == unicode_class(c), "the ASCII fast path agrees for %u", c);
     CHECK(unicode_ccc(0x0301) == 230, "ccc of U+0301 COMBINING ACUTE is 230");
     CHECK(unicode_ccc(0x0316) == 220, "ccc of U+0316 COMBINING GRAVE BELOW is 220");
     CHECK(unicode_ccc(0x1DFB) == 230, "ccc of U+1DFB (Unicode 9.0) is 230");

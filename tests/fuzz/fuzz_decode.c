@@ -1,7 +1,7 @@
 /* fuzz_decode.c - libFuzzer target: the streaming decoder on arbitrary id
- * sequences, with the real Qwen2.5 vocabulary (loaded once; run from the
- * repository root). Each 4 bytes are one id (int32, little-endian): a
- * negative one stays out of range, a non-negative one is taken modulo
+ * sequences, with each tokenizer of tokenizers.h in turn (loaded once; run
+ * from the repository root). Each 4 bytes are one id (int32, little-endian):
+ * a negative one stays out of range, a non-negative one is taken modulo
  * vocab_size + 1, so that most are tokens and vocab_size itself is not.
  * The stream must give out whole UTF-8 characters only, and its pieces and
  * flush must add up to tokenizer_decode() of the same ids, which must be the
@@ -14,7 +14,7 @@
 
 #include "../../tokenizer.h"
 #include "../../unicode.h"
-#include "qwen_tokenizer.h"
+#include "tokenizers.h"
 
 static bool is_valid_utf8(const char *s, size_t n) {
     char *fixed;
@@ -24,7 +24,7 @@ static bool is_valid_utf8(const char *s, size_t n) {
     return bad == 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+static void check_decode(const Tokenizer *tokenizer, const uint8_t *data, size_t size) {
     size_t n = size / 4, n_tokens = 0;
     int *ids = malloc((n ? n : 1) * sizeof *ids), *tokens = malloc((n ? n : 1) * sizeof *tokens);
     for (size_t i = 0; i < n; i++) {
@@ -59,5 +59,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(streamed);
     free(tokens);
     free(ids);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    for (int i = 0; i < N_TOKENIZERS; i++) check_decode(tokenizers[i], data, size);
     return 0;
 }

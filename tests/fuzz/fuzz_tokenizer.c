@@ -1,7 +1,9 @@
 /* fuzz_tokenizer.c - libFuzzer target: the bytes as a tokenizer.json, loaded
  * through a scratch file (tokenizer_load reads a path). A tokenizer that
  * loads must encode any text into its own ids, which decode back to the
- * text as encoding sees it: ill-formed UTF-8 replaced, then NFC. */
+ * text as encoding sees it: ill-formed UTF-8 replaced, then NFC if the
+ * tokenizer normalizes; with special tokens, the ids must be its prefix,
+ * the same ids, then its suffix. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,18 +40,32 @@ static void check_round_trip(Tokenizer *t) {
     memcpy(text + len, more, strlen(more));
     len += strlen(more);
 
-    TokenIds ids = {0};
+    TokenIds ids = {0}, with_special = {0};
     tokenizer_encode(t, text, len, ENCODE_PLAIN, &ids);
     char *valid;
-    size_t decoded_len, valid_len, want_len;
+    size_t decoded_len, valid_len, nfc_len;
     char *decoded = tokenizer_decode(t, ids.ids, ids.n, &decoded_len);
     assert(utf8_lossy(text, len, &valid, &valid_len) > 0);
-    char *want = nfc_normalize(valid, valid_len, &want_len);
-    assert(decoded_len == want_len && memcmp(decoded, want, want_len) == 0);
-    free(want);
+    char *nfc = nfc_normalize(valid, valid_len, &nfc_len);
+    assert((decoded_len == valid_len && memcmp(decoded, valid, valid_len) == 0) ||
+           (decoded_len == nfc_len && memcmp(decoded, nfc, nfc_len) == 0));
+
+    size_t n_prefix, n_suffix;
+    const int *prefix = tokenizer_special_prefix(t, &n_prefix), *suffix = tokenizer_special_suffix(t, &n_suffix);
+    tokenizer_encode(t, text, len, ENCODE_PLAIN | ENCODE_ADD_SPECIAL, &with_special);
+    assert(with_special.n == n_prefix + ids.n + n_suffix);
+    assert(n_prefix == 0 || memcmp(with_special.ids, prefix, n_prefix * sizeof *prefix) == 0);
+    assert(memcmp(with_special.ids + n_prefix, ids.ids, ids.n * sizeof *ids.ids) == 0);
+    assert(n_suffix == 0 || memcmp(with_special.ids + n_prefix + ids.n, suffix, n_suffix * sizeof *suffix) == 0);
+    for (size_t i = 0; i < with_special.n; i++) {
+        size_t n;
+        assert(tokenizer_token(t, with_special.ids[i], &n) != NULL);
+    }
+    free(nfc);
     free(valid);
     free(decoded);
     token_ids_free(&ids);
+    token_ids_free(&with_special);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

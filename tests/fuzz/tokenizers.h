@@ -1,0 +1,40 @@
+/* tokenizers.h - the tokenizers of the fuzz targets that encode or decode,
+ * loaded once from tests/data (run from the repository root, after make
+ * fuzz has unpacked them), one for each pipeline:
+ *   0  the real Qwen2.5 one: NFC, Qwen2's regex, no special tokens added;
+ *   1  the small Llama 3 style one: no normalizer, Llama 3's regex,
+ *      ignore_merges, TemplateProcessing that puts a BOS first;
+ *   2  the small GPT-2 style one: ByteLevel's own regex, "<s> $A </s>". */
+#ifndef FUZZ_TOKENIZERS_H
+#define FUZZ_TOKENIZERS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../../tokenizer.h"
+
+enum { N_TOKENIZERS = 3 };
+
+static const char *const tokenizer_files[N_TOKENIZERS] = {
+    "tests/data/qwen2.5-tokenizer.json", "tests/data/llama-style-tokenizer.json", "tests/data/gpt2-style-tokenizer.json"};
+
+/* Whether tokenizer i's normalizer is NFC (the others have none). */
+static const bool tokenizer_nfc[N_TOKENIZERS] = {true, false, false};
+
+static Tokenizer *tokenizers[N_TOKENIZERS];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    for (int i = 0; i < N_TOKENIZERS; i++) {
+        Error e;
+        tokenizers[i] = tokenizer_load(tokenizer_files[i], &e);
+        if (!tokenizers[i]) {
+            fprintf(stderr, "%s (run from the repository root, after make fuzz)\n", e.msg);
+            exit(1);
+        }
+    }
+    return 0;
+}
+
+#endif
