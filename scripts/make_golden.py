@@ -25,7 +25,6 @@ REF = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "..", "shared", "
 TOOL = os.path.join(ROOT, "build", "tests", "make_checkpoint")
 N_TOKENS, N_SAMPLES = 40, 64
 DECODE = os.path.join(os.path.dirname(REF), "qwen_decode.py")
-RUN = os.path.join(ROOT, "run")
 TOKENIZER = os.path.join(ROOT, "tests", "data", "qwen2.5-tokenizer.json")
 SHARED = os.path.join(os.path.dirname(REF), "..")
 
@@ -112,11 +111,27 @@ TOP_LOGPROBS = 5
 def hf_encodings():
     return [json.loads(line) for line in open(HF_ENCODINGS, encoding="utf-8")]
 
-def tok(d, text):
-    """Ids of text, special tokens included, by run's tokenizer (checked against Hugging Face's by
-    test_tokenizer); used only for texts that are not in HF_ENCODINGS."""
-    out = subprocess.run([RUN, "tok", d, text], check=True, capture_output=True, text=True).stdout
-    return [int(x) for x in out.split()]
+_reference_tokenizer = None
+
+def tok(text):
+    """Ids of text, special tokens included, for texts that are not in HF_ENCODINGS: by the
+    standard-library reference of Hugging Face's BPE in scripts/make_small_tokenizers.py (which shares
+    nothing with run's tokenizer, and which this script first checks on every line of HF_ENCODINGS),
+    after NFC, the Qwen tokenizer's normalizer."""
+    global _reference_tokenizer
+    if _reference_tokenizer is None:
+        import importlib.util, unicodedata
+        spec = importlib.util.spec_from_file_location("small", os.path.join(ROOT, "scripts", "make_small_tokenizers.py"))
+        small = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(small)
+        doc = json.load(open(TOKENIZER, encoding="utf-8"))
+        assert doc["normalizer"]["type"] == "NFC"
+        doc["normalizer"] = None
+        ref = small.Reference(doc)
+        _reference_tokenizer = lambda text: ref.encode(unicodedata.normalize("NFC", text))
+        for line in hf_encodings():
+            assert _reference_tokenizer(line["text"]) == line["ids"], line["text"]
+    return _reference_tokenizer(text)
 
 def ref_logits(d, ids, vocab):
     """The reference's logits of the last position."""
@@ -185,7 +200,7 @@ def generation_golden():
         context = lines[CHAT_FIRST_LINE]["ids"]
         reply1, _ = greedy(d, context, CHAT_TOKENS)
         messages += [{"role": "assistant", "content": text_of(reply1)}, {"role": "user", "content": CHAT_MESSAGES[1]}]
-        context2 = tok(d, render_chat(messages))
+        context2 = tok(render_chat(messages))
         reply2, _ = greedy(d, context2, CHAT_TOKENS)
         chat = {"messages": CHAT_MESSAGES, "turn_ids": [context, context2], "reply_ids": [reply1, reply2],
                 "stdout": text_of(reply1) + "\n" + text_of(reply2) + "\n"}
