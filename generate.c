@@ -165,17 +165,9 @@ static void fill_logprobs(const Sequence *s, Step *step) {
     for (int i = 0; i < vocab; i++) sum += exp((double)x[i] - max);
     double log_sum = max + log(sum);
     step->chosen = (TokenLogprob){.id = step->id, .logprob = (float)(x[step->id] - log_sum)};
-    int want = s->logprobs < MAX_TOP_LOGPROBS ? s->logprobs : MAX_TOP_LOGPROBS;
-    step->n_top = 0;
-    for (int i = 0; i < vocab && want > 0; i++) {
-        int at = step->n_top < want ? step->n_top++ : want;
-        while (at > 0 && x[i] > x[step->top[at - 1].id]) {
-            if (at < want) step->top[at] = step->top[at - 1];
-            at--;
-        }
-        if (at < want) step->top[at].id = i;
-    }
-    for (int i = 0; i < step->n_top; i++) step->top[i].logprob = (float)(x[step->top[i].id] - log_sum);
+    int ids[MAX_TOP_LOGPROBS];
+    step->n_top = top_indices(ids, s->logprobs < MAX_TOP_LOGPROBS ? s->logprobs : MAX_TOP_LOGPROBS, x, vocab);
+    for (int i = 0; i < step->n_top; i++) step->top[i] = (TokenLogprob){.id = ids[i], .logprob = (float)(x[ids[i]] - log_sum)};
 }
 
 /* Appends bytes to the held-back text. */

@@ -377,15 +377,7 @@ static void print_token_text(FILE *f, const Tokenizer *t, int id) {
 
 /* Prints the 5 highest logits of one position, with each token's text. */
 static void print_top5(const float *logits, int vocab, const Tokenizer *t) {
-    int top[5], n = 0;
-    for (int id = 0; id < vocab; id++) {
-        int at = n < 5 ? n++ : 5;
-        while (at > 0 && logits[id] > logits[top[at - 1]]) {
-            if (at < 5) top[at] = top[at - 1];
-            at--;
-        }
-        if (at < 5) top[at] = id;
-    }
+    int top[5], n = top_indices(top, 5, logits, vocab);
     for (int i = 0; i < n; i++) {
         printf("  %d. id %-7d logit %10.6f  ", i + 1, top[i], logits[top[i]]);
         print_token_text(stdout, t, top[i]);
@@ -513,13 +505,6 @@ static int compare_doubles(const void *x, const void *y) {
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, compare_doubles);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static int argmax(const float *v, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
 }
 
 static int cmd_bench(Args *a) {

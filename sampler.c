@@ -23,11 +23,8 @@ void rng_seed(Rng *rng, uint64_t seed) { rng->state = seed; }
 
 uint64_t rng_next(Rng *rng) {
     /* Step a counter by an odd constant (2^64 over the golden ratio), then
-     * scramble it with two xor-shift-multiply rounds. */
-    uint64_t z = (rng->state += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
+     * scramble it. */
+    return mix64(rng->state += 0x9e3779b97f4a7c15u);
 }
 
 double rng_uniform(Rng *rng) { return (double)(rng_next(rng) >> 11) * 0x1p-53; }
@@ -127,12 +124,25 @@ static void apply_openai_penalties(Sampler *s, float *logits, const int *generat
     }
 }
 
-/* The id of the largest logit; on a tie the lowest id, as torch.argmax. */
-static int argmax(const float *logits, int n) {
+int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
-        if (logits[i] > logits[best]) best = i;
+        if (x[i] > x[best]) best = i;
     return best;
+}
+
+int top_indices(int *ids, int k, const float *x, int n) {
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        /* Insertion: move the smaller ones down, drop the last when full. */
+        int at = count < k ? count++ : k;
+        while (at > 0 && x[i] > x[ids[at - 1]]) {
+            if (at < k) ids[at] = ids[at - 1];
+            at--;
+        }
+        if (at < k) ids[at] = i;
+    }
+    return count;
 }
 
 /* ---- top-k ---- */
@@ -313,23 +323,22 @@ static void record_stage(Sampler *s, const char *name, const float *logits, cons
     SamplerTrace *t = s->trace;
     if (!t || t->n_stages == SAMPLER_MAX_STAGES) return;
     SamplerStage *st = &t->stages[t->n_stages++];
-    *st = (SamplerStage){.name = name, .n = 0, .n_left = (int)n};
-    float max = -INFINITY;
-    for (size_t i = 0; i < n; i++) max = fmaxf(max, c ? c[i].logit : logits[i]);
-    double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += exp((double)(c ? c[i].logit : logits[i]) - max);
-    /* Insertion into the top list, most probable first (lower id on a tie). */
-    float top[SAMPLER_TRACE_TOP];
-    for (size_t i = 0; i < n; i++) {
-        float logit = c ? c[i].logit : logits[i];
-        int id = c ? c[i].id : (int)i, at = st->n < SAMPLER_TRACE_TOP ? st->n++ : SAMPLER_TRACE_TOP;
-        while (at > 0 && logit > top[at - 1]) {
-            if (at < SAMPLER_TRACE_TOP) top[at] = top[at - 1], st->ids[at] = st->ids[at - 1];
-            at--;
-        }
-        if (at < SAMPLER_TRACE_TOP) top[at] = logit, st->ids[at] = id;
+    *st = (SamplerStage){.name = name, .n_left = (int)n};
+    float *x = (float *)logits;
+    if (c) {
+        x = xmalloc((n ? n : 1) * sizeof *x);
+        for (size_t i = 0; i < n; i++) x[i] = c[i].logit;
     }
-    for (int i = 0; i < st->n; i++) st->probs[i] = (float)(exp((double)top[i] - max) / sum);
+    float max = -INFINITY;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) max = fmaxf(max, x[i]);
+    for (size_t i = 0; i < n; i++) sum += exp((double)x[i] - max);
+    st->n = top_indices(st->ids, SAMPLER_TRACE_TOP, x, (int)n);
+    for (int i = 0; i < st->n; i++) {
+        st->probs[i] = (float)(exp((double)x[st->ids[i]] - max) / sum);
+        if (c) st->ids[i] = c[st->ids[i]].id;
+    }
+    if (c) free(x);
 }
 
 /* ---- the steps together ---- */

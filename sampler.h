@@ -30,6 +30,15 @@ uint64_t rng_next(Rng *rng);
  * 2^-53. Both steps are exact in a double, so no rounding can differ. */
 double rng_uniform(Rng *rng);
 
+/* ---- ranking logits ---- */
+
+/* The index of the largest of x[0..n); on a tie the lowest, as torch.argmax. */
+int argmax(const float *x, int n);
+
+/* The indices of the k largest of x[0..n) into ids, largest first (on a tie
+ * the lower index first); returns how many, min(k, n). */
+int top_indices(int *ids, int k, const float *x, int n);
+
 /* ---- the sampler ---- */
 
 /* The settings, as the user gives them. */

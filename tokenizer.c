@@ -132,13 +132,6 @@ struct Tokenizer {
 
 /* ---- hashing ---- */
 
-/* A 64-bit mixing function (the finalizer of splitmix64). */
-static uint64_t mix(uint64_t x) {
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9u;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBu;
-    return x ^ (x >> 31);
-}
-
 /* A hash of s[0..n): a multiply-xor per 8-byte word, then one full mix. */
 static uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = n * 0x9E3779B97F4A7C15u;
@@ -150,7 +143,7 @@ static uint64_t hash_bytes(const char *s, size_t n) {
     }
     uint64_t tail = 0;
     for (size_t i = 0; i < n; i++) tail |= (uint64_t)(unsigned char)s[i] << (8 * i);
-    return mix(h ^ tail);
+    return mix64(h ^ tail);
 }
 
 static uint64_t pair_key(int left, int right) { return (uint64_t)(uint32_t)left << 32 | (uint32_t)right; }
@@ -186,7 +179,7 @@ static int vocab_find(const Tokenizer *t, const char *s, size_t n) {
 
 static const Merge *merge_find(const Tokenizer *t, int left, int right) {
     uint64_t key = pair_key(left, right);
-    for (size_t i = mix(key) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
+    for (size_t i = mix64(key) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
         const Merge *m = &t->merges[i];
         if (m->pair == key) return m;
         if (m->pair == EMPTY_PAIR) return NULL;
@@ -765,7 +758,7 @@ static int load_merges(Tokenizer *t, const JsonValue *merges, const int16_t *cha
 
         /* 3. Enter the rules in the table (hashing all the pairs first, to
          * know which slots to prefetch). */
-        for (size_t i = 0; i < n && rc == 0; i++) batch[i].pair_hash = mix(pair_key(batch[i].id[0], batch[i].id[1]));
+        for (size_t i = 0; i < n && rc == 0; i++) batch[i].pair_hash = mix64(pair_key(batch[i].id[0], batch[i].id[1]));
         for (size_t i = 0; i < n && rc == 0; i++) {
             const MergeText *m = &batch[i];
             if (i + PREFETCH < n) __builtin_prefetch(&t->merges[batch[i + PREFETCH].pair_hash & t->merge_mask]);

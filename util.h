@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdnoreturn.h>
 
 /* Library code never prints or exits: it fills an Error with one line of text
@@ -61,6 +62,12 @@ char *model_path(const char *model, const char *name);
 /* Bytes of memory this process may use: the machine's physical memory, or
  * less when a cgroup (a container) sets a limit. */
 size_t memory_limit(void);
+
+/* splitmix64's output function (Steele, Lea and Flood, 2014): scrambles
+ * the bits of x so that nearby inputs give unrelated outputs. The random
+ * numbers of the sampler and of the test checkpoints, and the tokenizer's
+ * hashes, are made with it. */
+uint64_t mix64(uint64_t x);
 
 /* Seconds on a monotonic clock, for timing. */
 double now_seconds(void);

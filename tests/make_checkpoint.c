@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../sampler.h"
 #include "../util.h"
 
 /* ---- the config: ordered key/value pairs, values as JSON text ---- */
@@ -68,16 +69,9 @@ static long field_int(const char *key, long fallback) {
 /* ---- deterministic numbers: splitmix64, and a bell curve made from sums of
  * uniforms (exact float arithmetic, the same on every machine) ---- */
 
-static uint64_t rng_state;
+static Rng rng;
 
-static uint64_t next_u64(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static float next_uniform(void) { return (float)(next_u64() >> 40) / 16777216.0f; }
+static float next_uniform(void) { return (float)(rng_next(&rng) >> 40) / 16777216.0f; }
 
 /* Approximately standard normal: the sum of 4 uniforms has variance 1/3. */
 static float next_normal(void) {
@@ -275,7 +269,7 @@ int main(int argc, char **argv) {
     if (!tied) add("lm_head.weight", V, D, 1 / sqrtf((float)D), 0);
 
     /* Values are drawn in architectural order, then written in name order. */
-    rng_state = seed;
+    rng_seed(&rng, seed);
     for (int i = 0; i < n_tensors; i++) fill(&tensors[i], dt);
     qsort(tensors, (size_t)n_tensors, sizeof tensors[0], by_name);
 

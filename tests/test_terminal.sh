@@ -13,13 +13,20 @@ checkpoint=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["c
 # shellcheck disable=SC2086 # the checkpoint's flags are split on purpose
 "$fixture" "$model" $checkpoint >/dev/null
 cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
-pty() { python3 tests/pty_run.py --timeout 60 --log "$tmp/log" "$@"; }
+pty() { python3 tests/pty_run.py --timeout 120 --log "$tmp/log" "$@"; }
+# The start of the reference's reply to prompt 0, as a regular expression.
+reply_start=$(python3 -c '
+import json, re, sys
+gen = json.load(open(sys.argv[1]))["gen"][0]
+print(gen["prompt"] + "\t" + re.escape(gen["stdout"][:4]))' "$golden")
+prompt=${reply_start%%	*}
+reply_start=${reply_start#*	}
 # A context so long that an unbounded reply is still running when Ctrl-C comes.
 long="-c 32768 -n -1 --temp 0"
 
 # ---- gen ----
 # shellcheck disable=SC2086
-pty 'wait:\S' 'send:\x03' -- $RUN gen "$model" Hello $long
+pty "wait:$reply_start" 'send:\x03' -- $RUN gen "$model" "$prompt" $long
 check "gen: Ctrl-C stops generation with exit status 130" test $? -eq 130
 check "gen: ... and prints the statistics" grep -q "stopped by an interruption" "$tmp/log"
 
