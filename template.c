@@ -40,9 +40,9 @@
  * ====================================================================== */
 
 enum {
-    CHUNK_BYTES = 64 << 10,   /* arena chunk size (bigger requests get their own) */
-    MAX_ERROR_TEXT = 400,     /* bytes of an error message before "template line N: " */
-    JINJA_MAX_RANGE = 100000, /* jinja2's sandbox refuses longer range() objects */
+    CHUNK_BYTES = 64 << 10,          /* arena chunk size (bigger requests get their own) */
+    MAX_ERROR_TEXT = 400,            /* bytes of an error message before "template line N: " */
+    JINJA_MAX_RANGE = 100000,        /* jinja2's sandbox refuses longer range() objects */
     SCAN_BYTES_PER_ITERATION = 1024, /* see count_scan */
 };
 
@@ -179,8 +179,7 @@ static bool all_ascii(const char *s, size_t n) {
  * the \s of jinja2's lexer treat as white space. */
 static bool py_isspace(uint32_t c) {
     return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-           c == 0x3000;
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 /* Python's str.isprintable() for one character, which decides what repr()
@@ -276,15 +275,15 @@ typedef enum {
     V_INT,
     V_FLOAT,
     V_STR,
-    V_LIST,      /* list, tuple, range or a dict view (List.type) */
+    V_LIST, /* list, tuple, range or a dict view (List.type) */
     V_DICT,
     V_ITER,      /* a generator: iterates once */
     V_NAMESPACE, /* namespace(): a dict whose items are attributes */
     V_LOOP,      /* the `loop` of a for loop */
     V_MACRO,
-    V_FUNC,      /* a global function: range, dict, namespace, ... */
-    V_METHOD,    /* a method bound to its object, e.g. 'a b'.split */
-    V_MISSING,   /* internal: an argument that was not given */
+    V_FUNC,    /* a global function: range, dict, namespace, ... */
+    V_METHOD,  /* a method bound to its object, e.g. 'a b'.split */
+    V_MISSING, /* internal: an argument that was not given */
 } Kind;
 
 typedef enum { SEQ_LIST, SEQ_TUPLE, SEQ_RANGE, SEQ_ITEMS, SEQ_KEYS, SEQ_VALUES } SeqType;
@@ -466,8 +465,7 @@ static uint64_t hash_at(Ctx *c, Value v, int depth) {
             return h;
         }
         break;
-    case V_DICT:
-        break;
+    case V_DICT: break;
     default: return hash_int((int64_t)(intptr_t)v.list);
     }
     raise_error(c, "unhashable type: '%s'", type_name(v));
@@ -567,13 +565,13 @@ typedef struct Render Render;
  * demand when the loop has an `if` filter, as jinja2 does: loop.last and
  * loop.length evaluate the filter ahead. */
 struct Loop {
-    const Node *node;   /* the N_FOR */
-    Scope *scope;       /* the scope the loop runs in */
-    Value *raw;         /* the iterable's items */
+    const Node *node; /* the N_FOR */
+    Scope *scope;     /* the scope the loop runs in */
+    Value *raw;       /* the iterable's items */
     size_t n_raw, raw_pos;
-    List *items;        /* the items that passed the filter so far */
-    size_t index0;      /* the current item */
-    bool all_known;     /* items holds every item */
+    List *items;    /* the items that passed the filter so far */
+    size_t index0;  /* the current item */
+    bool all_known; /* items holds every item */
     int depth0;
     Value changed_last; /* loop.changed()'s last arguments (V_MISSING at first) */
 };
@@ -931,7 +929,8 @@ static void write_value(Render *r, Buf *b, Value v, bool repr, int depth) {
             buf_addc(b, ')');
             break;
         case SEQ_RANGE:
-            if (v.list->range[2] == 1) buf_addf(b, "range(%" PRId64 ", %" PRId64 ")", v.list->range[0], v.list->range[1]);
+            if (v.list->range[2] == 1)
+                buf_addf(b, "range(%" PRId64 ", %" PRId64 ")", v.list->range[0], v.list->range[1]);
             else
                 buf_addf(b, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ")", v.list->range[0], v.list->range[1],
                          v.list->range[2]);
@@ -973,8 +972,8 @@ static void write_value(Render *r, Buf *b, Value v, bool repr, int depth) {
 
 typedef struct {
     bool ensure_ascii, sort_keys, has_indent;
-    Str indent;                 /* one level of indentation */
-    Str item_sep, key_sep;      /* ", " and ": " (or "," and ": " with an indent) */
+    Str indent;            /* one level of indentation */
+    Str item_sep, key_sep; /* ", " and ": " (or "," and ": " with an indent) */
 } JsonStyle;
 
 static void json_str(Buf *b, Str s, bool ensure_ascii) {
@@ -998,7 +997,8 @@ static void json_str(Buf *b, Str s, bool ensure_ascii) {
         else if (ch < 0x20) buf_addf(b, "\\u%04x", ch);
         else {
             uint32_t c = next_char(s.p + i, s.n - i, &used);
-            if (c >= 0x10000) buf_addf(b, "\\u%04x\\u%04x", 0xD800 + ((c - 0x10000) >> 10), 0xDC00 + ((c - 0x10000) & 0x3FF));
+            if (c >= 0x10000)
+                buf_addf(b, "\\u%04x\\u%04x", 0xD800 + ((c - 0x10000) >> 10), 0xDC00 + ((c - 0x10000) & 0x3FF));
             else buf_addf(b, "\\u%04x", c);
         }
         i += used;
@@ -1102,9 +1102,32 @@ typedef enum {
 } TokType;
 
 typedef enum {
-    OP_ADD, OP_SUB, OP_DIV, OP_FLOORDIV, OP_MUL, OP_MOD, OP_POW, OP_TILDE, OP_LBRACKET, OP_RBRACKET,
-    OP_LPAREN, OP_RPAREN, OP_LBRACE, OP_RBRACE, OP_EQ, OP_NE, OP_GT, OP_GTEQ, OP_LT, OP_LTEQ, OP_ASSIGN,
-    OP_DOT, OP_COLON, OP_PIPE, OP_COMMA, OP_SEMICOLON,
+    OP_ADD,
+    OP_SUB,
+    OP_DIV,
+    OP_FLOORDIV,
+    OP_MUL,
+    OP_MOD,
+    OP_POW,
+    OP_TILDE,
+    OP_LBRACKET,
+    OP_RBRACKET,
+    OP_LPAREN,
+    OP_RPAREN,
+    OP_LBRACE,
+    OP_RBRACE,
+    OP_EQ,
+    OP_NE,
+    OP_GT,
+    OP_GTEQ,
+    OP_LT,
+    OP_LTEQ,
+    OP_ASSIGN,
+    OP_DOT,
+    OP_COLON,
+    OP_PIPE,
+    OP_COMMA,
+    OP_SEMICOLON,
 } OpId;
 
 /* Longest first, as jinja2's operator regex tries them. */
@@ -1112,11 +1135,11 @@ static const struct {
     const char *text;
     OpId op;
 } operators[] = {
-    {"//", OP_FLOORDIV}, {"**", OP_POW}, {"==", OP_EQ}, {"!=", OP_NE}, {">=", OP_GTEQ}, {"<=", OP_LTEQ},
-    {"+", OP_ADD}, {"-", OP_SUB}, {"/", OP_DIV}, {"*", OP_MUL}, {"%", OP_MOD}, {"~", OP_TILDE},
-    {"[", OP_LBRACKET}, {"]", OP_RBRACKET}, {"(", OP_LPAREN}, {")", OP_RPAREN}, {"{", OP_LBRACE},
-    {"}", OP_RBRACE}, {">", OP_GT}, {"<", OP_LT}, {"=", OP_ASSIGN}, {".", OP_DOT}, {":", OP_COLON},
-    {"|", OP_PIPE}, {",", OP_COMMA}, {";", OP_SEMICOLON},
+    {"//", OP_FLOORDIV}, {"**", OP_POW},      {"==", OP_EQ},    {"!=", OP_NE},    {">=", OP_GTEQ},  {"<=", OP_LTEQ},
+    {"+", OP_ADD},       {"-", OP_SUB},       {"/", OP_DIV},    {"*", OP_MUL},    {"%", OP_MOD},    {"~", OP_TILDE},
+    {"[", OP_LBRACKET},  {"]", OP_RBRACKET},  {"(", OP_LPAREN}, {")", OP_RPAREN}, {"{", OP_LBRACE}, {"}", OP_RBRACE},
+    {">", OP_GT},        {"<", OP_LT},        {"=", OP_ASSIGN}, {".", OP_DOT},    {":", OP_COLON},  {"|", OP_PIPE},
+    {",", OP_COMMA},     {";", OP_SEMICOLON},
 };
 
 static const char *op_text(OpId op) {
@@ -1129,9 +1152,9 @@ typedef struct {
     uint8_t type; /* TokType */
     uint8_t op;   /* T_OP: OpId */
     int line;
-    Str s;        /* T_DATA, T_NAME; T_STRING: the decoded text */
-    int64_t i;    /* T_INT */
-    double f;     /* T_FLOAT */
+    Str s;     /* T_DATA, T_NAME; T_STRING: the decoded text */
+    int64_t i; /* T_INT */
+    double f;  /* T_FLOAT */
 } Token;
 
 typedef enum { TAG_VAR, TAG_BLOCK, TAG_COMMENT, TAG_RAW } TagKind;
@@ -1145,15 +1168,15 @@ typedef struct {
     Template *t;
     const char *src; /* the text with newlines normalized to \n */
     size_t len;
-    size_t pos;      /* lexer: the next byte; parser: the current token */
-    int line;        /* lexer: the line of src[line_pos] */
+    size_t pos; /* lexer: the next byte; parser: the current token */
+    int line;   /* lexer: the line of src[line_pos] */
     size_t line_pos;
     Token *toks;
     size_t n_toks, cap_toks;
-    int depth;       /* nesting of expressions and blocks */
-    bool soft;       /* inside an if: an unknown filter or test fails only when run */
-    int loops;       /* for loops around the statement (break and continue need one) */
-    int macros;      /* macros around the statement */
+    int depth;  /* nesting of expressions and blocks */
+    bool soft;  /* inside an if: an unknown filter or test fails only when run */
+    int loops;  /* for loops around the statement (break and continue need one) */
+    int macros; /* macros around the statement */
 } Parser;
 
 /* The line of src[pos] (positions are asked for in increasing order). */
@@ -1449,8 +1472,10 @@ static Str decode_string(Parser *p, size_t at, const char *s, size_t n) {
                 v = (int)big;
             }
             if (v < 0)
-                lex_error(p, at, c == 'x' ? "truncated \\xXX escape" : c == 'u' ? "truncated \\uXXXX escape"
-                                                                        : "truncated \\UXXXXXXXX escape");
+                lex_error(p, at,
+                          c == 'x'   ? "truncated \\xXX escape"
+                          : c == 'u' ? "truncated \\uXXXX escape"
+                                     : "truncated \\UXXXXXXXX escape");
             if (v >= 0xD800 && v <= 0xDFFF) lex_error(p, at, "a string literal holds a surrogate code point");
             buf_addchar(&b, (uint32_t)v);
             i += want;
@@ -1539,7 +1564,8 @@ static size_t lex_tag(Parser *p, size_t i, TagKind kind, bool *line_starting) {
             }
         }
         size_t o = 0;
-        while (o < sizeof operators / sizeof operators[0] && strncmp(s + i, operators[o].text, strlen(operators[o].text)) != 0)
+        while (o < sizeof operators / sizeof operators[0] &&
+               strncmp(s + i, operators[o].text, strlen(operators[o].text)) != 0)
             o++;
         if (o == sizeof operators / sizeof operators[0]) {
             char msg[64];
@@ -1622,10 +1648,46 @@ static void lex(Parser *p) {
  * ====================================================================== */
 
 typedef enum {
-    FI_ABS, FI_ATTR, FI_BATCH, FI_CAPITALIZE, FI_CENTER, FI_DEFAULT, FI_DICTSORT, FI_ESCAPE, FI_FIRST, FI_FLOAT,
-    FI_FORMAT, FI_INDENT, FI_INT, FI_ITEMS, FI_JOIN, FI_LAST, FI_LENGTH, FI_LIST, FI_LOWER, FI_MAP, FI_MAX,
-    FI_MIN, FI_REJECT, FI_REJECTATTR, FI_REPLACE, FI_REVERSE, FI_ROUND, FI_SAFE, FI_SELECT, FI_SELECTATTR,
-    FI_SLICE, FI_SORT, FI_STRING, FI_SUM, FI_TITLE, FI_TOJSON, FI_TRIM, FI_TRUNCATE, FI_UNIQUE, FI_UPPER,
+    FI_ABS,
+    FI_ATTR,
+    FI_BATCH,
+    FI_CAPITALIZE,
+    FI_CENTER,
+    FI_DEFAULT,
+    FI_DICTSORT,
+    FI_ESCAPE,
+    FI_FIRST,
+    FI_FLOAT,
+    FI_FORMAT,
+    FI_INDENT,
+    FI_INT,
+    FI_ITEMS,
+    FI_JOIN,
+    FI_LAST,
+    FI_LENGTH,
+    FI_LIST,
+    FI_LOWER,
+    FI_MAP,
+    FI_MAX,
+    FI_MIN,
+    FI_REJECT,
+    FI_REJECTATTR,
+    FI_REPLACE,
+    FI_REVERSE,
+    FI_ROUND,
+    FI_SAFE,
+    FI_SELECT,
+    FI_SELECTATTR,
+    FI_SLICE,
+    FI_SORT,
+    FI_STRING,
+    FI_SUM,
+    FI_TITLE,
+    FI_TOJSON,
+    FI_TRIM,
+    FI_TRUNCATE,
+    FI_UNIQUE,
+    FI_UPPER,
     FI_WORDCOUNT,
     FI_UNSUPPORTED, /* a jinja2 filter this interpreter does not have: an error when run */
 } FilterId;
@@ -1634,41 +1696,138 @@ static const struct {
     const char *name;
     FilterId id;
 } filters[] = {
-    {"abs", FI_ABS}, {"attr", FI_ATTR}, {"batch", FI_BATCH}, {"capitalize", FI_CAPITALIZE},
-    {"center", FI_CENTER}, {"count", FI_LENGTH}, {"d", FI_DEFAULT}, {"default", FI_DEFAULT},
-    {"dictsort", FI_DICTSORT}, {"e", FI_ESCAPE}, {"escape", FI_ESCAPE}, {"first", FI_FIRST},
-    {"float", FI_FLOAT}, {"format", FI_FORMAT}, {"indent", FI_INDENT}, {"int", FI_INT}, {"items", FI_ITEMS},
-    {"join", FI_JOIN}, {"last", FI_LAST}, {"length", FI_LENGTH}, {"list", FI_LIST}, {"lower", FI_LOWER},
-    {"map", FI_MAP}, {"max", FI_MAX}, {"min", FI_MIN}, {"reject", FI_REJECT}, {"rejectattr", FI_REJECTATTR},
-    {"replace", FI_REPLACE}, {"reverse", FI_REVERSE}, {"round", FI_ROUND}, {"safe", FI_SAFE},
-    {"select", FI_SELECT}, {"selectattr", FI_SELECTATTR}, {"slice", FI_SLICE}, {"sort", FI_SORT},
-    {"string", FI_STRING}, {"sum", FI_SUM}, {"title", FI_TITLE}, {"tojson", FI_TOJSON}, {"trim", FI_TRIM},
-    {"truncate", FI_TRUNCATE}, {"unique", FI_UNIQUE}, {"upper", FI_UPPER}, {"wordcount", FI_WORDCOUNT},
-    {"filesizeformat", FI_UNSUPPORTED}, {"forceescape", FI_UNSUPPORTED}, {"groupby", FI_UNSUPPORTED},
-    {"pprint", FI_UNSUPPORTED}, {"random", FI_UNSUPPORTED}, {"striptags", FI_UNSUPPORTED},
-    {"urlencode", FI_UNSUPPORTED}, {"urlize", FI_UNSUPPORTED}, {"wordwrap", FI_UNSUPPORTED},
+    {"abs", FI_ABS},
+    {"attr", FI_ATTR},
+    {"batch", FI_BATCH},
+    {"capitalize", FI_CAPITALIZE},
+    {"center", FI_CENTER},
+    {"count", FI_LENGTH},
+    {"d", FI_DEFAULT},
+    {"default", FI_DEFAULT},
+    {"dictsort", FI_DICTSORT},
+    {"e", FI_ESCAPE},
+    {"escape", FI_ESCAPE},
+    {"first", FI_FIRST},
+    {"float", FI_FLOAT},
+    {"format", FI_FORMAT},
+    {"indent", FI_INDENT},
+    {"int", FI_INT},
+    {"items", FI_ITEMS},
+    {"join", FI_JOIN},
+    {"last", FI_LAST},
+    {"length", FI_LENGTH},
+    {"list", FI_LIST},
+    {"lower", FI_LOWER},
+    {"map", FI_MAP},
+    {"max", FI_MAX},
+    {"min", FI_MIN},
+    {"reject", FI_REJECT},
+    {"rejectattr", FI_REJECTATTR},
+    {"replace", FI_REPLACE},
+    {"reverse", FI_REVERSE},
+    {"round", FI_ROUND},
+    {"safe", FI_SAFE},
+    {"select", FI_SELECT},
+    {"selectattr", FI_SELECTATTR},
+    {"slice", FI_SLICE},
+    {"sort", FI_SORT},
+    {"string", FI_STRING},
+    {"sum", FI_SUM},
+    {"title", FI_TITLE},
+    {"tojson", FI_TOJSON},
+    {"trim", FI_TRIM},
+    {"truncate", FI_TRUNCATE},
+    {"unique", FI_UNIQUE},
+    {"upper", FI_UPPER},
+    {"wordcount", FI_WORDCOUNT},
+    {"filesizeformat", FI_UNSUPPORTED},
+    {"forceescape", FI_UNSUPPORTED},
+    {"groupby", FI_UNSUPPORTED},
+    {"pprint", FI_UNSUPPORTED},
+    {"random", FI_UNSUPPORTED},
+    {"striptags", FI_UNSUPPORTED},
+    {"urlencode", FI_UNSUPPORTED},
+    {"urlize", FI_UNSUPPORTED},
+    {"wordwrap", FI_UNSUPPORTED},
     {"xmlattr", FI_UNSUPPORTED},
 };
 
 typedef enum {
-    TE_BOOLEAN, TE_CALLABLE, TE_DEFINED, TE_DIVISIBLEBY, TE_EQ, TE_ESCAPED, TE_EVEN, TE_FALSE, TE_FILTER,
-    TE_FLOAT, TE_GE, TE_GT, TE_IN, TE_INTEGER, TE_ITERABLE, TE_LE, TE_LOWER, TE_LT, TE_MAPPING, TE_NE,
-    TE_NONE, TE_NUMBER, TE_ODD, TE_SAMEAS, TE_SEQUENCE, TE_STRING, TE_TEST, TE_TRUE, TE_UNDEFINED, TE_UPPER,
+    TE_BOOLEAN,
+    TE_CALLABLE,
+    TE_DEFINED,
+    TE_DIVISIBLEBY,
+    TE_EQ,
+    TE_ESCAPED,
+    TE_EVEN,
+    TE_FALSE,
+    TE_FILTER,
+    TE_FLOAT,
+    TE_GE,
+    TE_GT,
+    TE_IN,
+    TE_INTEGER,
+    TE_ITERABLE,
+    TE_LE,
+    TE_LOWER,
+    TE_LT,
+    TE_MAPPING,
+    TE_NE,
+    TE_NONE,
+    TE_NUMBER,
+    TE_ODD,
+    TE_SAMEAS,
+    TE_SEQUENCE,
+    TE_STRING,
+    TE_TEST,
+    TE_TRUE,
+    TE_UNDEFINED,
+    TE_UPPER,
 } TestId;
 
 static const struct {
     const char *name;
     TestId id;
 } tests[] = {
-    {"boolean", TE_BOOLEAN}, {"callable", TE_CALLABLE}, {"defined", TE_DEFINED},
-    {"divisibleby", TE_DIVISIBLEBY}, {"==", TE_EQ}, {"eq", TE_EQ}, {"equalto", TE_EQ}, {"escaped", TE_ESCAPED},
-    {"even", TE_EVEN}, {"false", TE_FALSE}, {"filter", TE_FILTER}, {"float", TE_FLOAT}, {">=", TE_GE},
-    {"ge", TE_GE}, {">", TE_GT}, {"gt", TE_GT}, {"greaterthan", TE_GT}, {"in", TE_IN},
-    {"integer", TE_INTEGER}, {"iterable", TE_ITERABLE}, {"<=", TE_LE}, {"le", TE_LE}, {"lower", TE_LOWER},
-    {"<", TE_LT}, {"lt", TE_LT}, {"lessthan", TE_LT}, {"mapping", TE_MAPPING}, {"!=", TE_NE}, {"ne", TE_NE},
-    {"none", TE_NONE}, {"number", TE_NUMBER}, {"odd", TE_ODD}, {"sameas", TE_SAMEAS},
-    {"sequence", TE_SEQUENCE}, {"string", TE_STRING}, {"test", TE_TEST}, {"true", TE_TRUE},
-    {"undefined", TE_UNDEFINED}, {"upper", TE_UPPER},
+    {"boolean", TE_BOOLEAN},
+    {"callable", TE_CALLABLE},
+    {"defined", TE_DEFINED},
+    {"divisibleby", TE_DIVISIBLEBY},
+    {"==", TE_EQ},
+    {"eq", TE_EQ},
+    {"equalto", TE_EQ},
+    {"escaped", TE_ESCAPED},
+    {"even", TE_EVEN},
+    {"false", TE_FALSE},
+    {"filter", TE_FILTER},
+    {"float", TE_FLOAT},
+    {">=", TE_GE},
+    {"ge", TE_GE},
+    {">", TE_GT},
+    {"gt", TE_GT},
+    {"greaterthan", TE_GT},
+    {"in", TE_IN},
+    {"integer", TE_INTEGER},
+    {"iterable", TE_ITERABLE},
+    {"<=", TE_LE},
+    {"le", TE_LE},
+    {"lower", TE_LOWER},
+    {"<", TE_LT},
+    {"lt", TE_LT},
+    {"lessthan", TE_LT},
+    {"mapping", TE_MAPPING},
+    {"!=", TE_NE},
+    {"ne", TE_NE},
+    {"none", TE_NONE},
+    {"number", TE_NUMBER},
+    {"odd", TE_ODD},
+    {"sameas", TE_SAMEAS},
+    {"sequence", TE_SEQUENCE},
+    {"string", TE_STRING},
+    {"test", TE_TEST},
+    {"true", TE_TRUE},
+    {"undefined", TE_UNDEFINED},
+    {"upper", TE_UPPER},
 };
 
 static int find_filter(Str name) {
@@ -1689,15 +1848,72 @@ static int find_test(Str name) {
  * SecurityError when called. The ones marked unsupported exist in Python
  * but fail here when called. */
 typedef enum {
-    M_CAPITALIZE, M_CASEFOLD, M_CENTER, M_COUNT, M_ENDSWITH, M_FIND, M_FORMAT, M_INDEX, M_ISALNUM, M_ISALPHA,
-    M_ISDECIMAL, M_ISDIGIT, M_ISLOWER, M_ISNUMERIC, M_ISSPACE, M_ISTITLE, M_ISUPPER, M_JOIN, M_LJUST, M_LOWER,
-    M_LSTRIP, M_PARTITION, M_REMOVEPREFIX, M_REMOVESUFFIX, M_REPLACE, M_RFIND, M_RINDEX, M_RJUST,
-    M_RPARTITION, M_RSPLIT, M_RSTRIP, M_SPLIT, M_SPLITLINES, M_STARTSWITH, M_STRIP, M_SWAPCASE, M_TITLE,
-    M_UPPER, M_ZFILL, M_ENCODE, M_EXPANDTABS, M_FORMAT_MAP, M_ISASCII, M_ISIDENTIFIER, M_ISPRINTABLE,
-    M_MAKETRANS, M_TRANSLATE,
-    M_GET, M_ITEMS, M_KEYS, M_VALUES, M_COPY, M_FROMKEYS, M_CLEAR, M_POP, M_POPITEM, M_SETDEFAULT, M_UPDATE,
-    M_APPEND, M_EXTEND, M_INSERT, M_REMOVE, M_REVERSE, M_SORT,
-    M_CYCLE, M_CHANGED,
+    M_CAPITALIZE,
+    M_CASEFOLD,
+    M_CENTER,
+    M_COUNT,
+    M_ENDSWITH,
+    M_FIND,
+    M_FORMAT,
+    M_INDEX,
+    M_ISALNUM,
+    M_ISALPHA,
+    M_ISDECIMAL,
+    M_ISDIGIT,
+    M_ISLOWER,
+    M_ISNUMERIC,
+    M_ISSPACE,
+    M_ISTITLE,
+    M_ISUPPER,
+    M_JOIN,
+    M_LJUST,
+    M_LOWER,
+    M_LSTRIP,
+    M_PARTITION,
+    M_REMOVEPREFIX,
+    M_REMOVESUFFIX,
+    M_REPLACE,
+    M_RFIND,
+    M_RINDEX,
+    M_RJUST,
+    M_RPARTITION,
+    M_RSPLIT,
+    M_RSTRIP,
+    M_SPLIT,
+    M_SPLITLINES,
+    M_STARTSWITH,
+    M_STRIP,
+    M_SWAPCASE,
+    M_TITLE,
+    M_UPPER,
+    M_ZFILL,
+    M_ENCODE,
+    M_EXPANDTABS,
+    M_FORMAT_MAP,
+    M_ISASCII,
+    M_ISIDENTIFIER,
+    M_ISPRINTABLE,
+    M_MAKETRANS,
+    M_TRANSLATE,
+    M_GET,
+    M_ITEMS,
+    M_KEYS,
+    M_VALUES,
+    M_COPY,
+    M_FROMKEYS,
+    M_CLEAR,
+    M_POP,
+    M_POPITEM,
+    M_SETDEFAULT,
+    M_UPDATE,
+    M_APPEND,
+    M_EXTEND,
+    M_INSERT,
+    M_REMOVE,
+    M_REVERSE,
+    M_SORT,
+    M_CYCLE,
+    M_CHANGED,
 } MethodId;
 
 enum { ON_STR = 1, ON_DICT = 2, ON_LIST = 4, ON_TUPLE = 8, ON_LOOP = 16 };
@@ -1708,34 +1924,72 @@ static const struct {
     unsigned unsafe; /* the types on which the sandbox forbids it */
     bool unsupported;
 } methods[] = {
-    [M_CAPITALIZE] = {"capitalize", ON_STR}, [M_CASEFOLD] = {"casefold", ON_STR},
-    [M_CENTER] = {"center", ON_STR}, [M_COUNT] = {"count", ON_STR | ON_LIST | ON_TUPLE},
-    [M_ENDSWITH] = {"endswith", ON_STR}, [M_FIND] = {"find", ON_STR}, [M_FORMAT] = {"format", ON_STR},
-    [M_INDEX] = {"index", ON_STR | ON_LIST | ON_TUPLE}, [M_ISALNUM] = {"isalnum", ON_STR},
-    [M_ISALPHA] = {"isalpha", ON_STR}, [M_ISDECIMAL] = {"isdecimal", ON_STR}, [M_ISDIGIT] = {"isdigit", ON_STR},
-    [M_ISLOWER] = {"islower", ON_STR}, [M_ISNUMERIC] = {"isnumeric", ON_STR}, [M_ISSPACE] = {"isspace", ON_STR},
-    [M_ISTITLE] = {"istitle", ON_STR}, [M_ISUPPER] = {"isupper", ON_STR}, [M_JOIN] = {"join", ON_STR},
-    [M_LJUST] = {"ljust", ON_STR}, [M_LOWER] = {"lower", ON_STR}, [M_LSTRIP] = {"lstrip", ON_STR},
-    [M_PARTITION] = {"partition", ON_STR}, [M_REMOVEPREFIX] = {"removeprefix", ON_STR},
-    [M_REMOVESUFFIX] = {"removesuffix", ON_STR}, [M_REPLACE] = {"replace", ON_STR}, [M_RFIND] = {"rfind", ON_STR},
-    [M_RINDEX] = {"rindex", ON_STR}, [M_RJUST] = {"rjust", ON_STR}, [M_RPARTITION] = {"rpartition", ON_STR},
-    [M_RSPLIT] = {"rsplit", ON_STR}, [M_RSTRIP] = {"rstrip", ON_STR}, [M_SPLIT] = {"split", ON_STR},
-    [M_SPLITLINES] = {"splitlines", ON_STR}, [M_STARTSWITH] = {"startswith", ON_STR},
-    [M_STRIP] = {"strip", ON_STR}, [M_SWAPCASE] = {"swapcase", ON_STR}, [M_TITLE] = {"title", ON_STR},
-    [M_UPPER] = {"upper", ON_STR}, [M_ZFILL] = {"zfill", ON_STR},
-    [M_ENCODE] = {"encode", ON_STR, 0, true}, [M_EXPANDTABS] = {"expandtabs", ON_STR, 0, true},
-    [M_FORMAT_MAP] = {"format_map", ON_STR, 0, true}, [M_ISASCII] = {"isascii", ON_STR, 0, true},
-    [M_ISIDENTIFIER] = {"isidentifier", ON_STR, 0, true}, [M_ISPRINTABLE] = {"isprintable", ON_STR, 0, true},
-    [M_MAKETRANS] = {"maketrans", ON_STR, 0, true}, [M_TRANSLATE] = {"translate", ON_STR, 0, true},
-    [M_GET] = {"get", ON_DICT}, [M_ITEMS] = {"items", ON_DICT}, [M_KEYS] = {"keys", ON_DICT},
-    [M_VALUES] = {"values", ON_DICT}, [M_COPY] = {"copy", ON_DICT | ON_LIST},
-    [M_FROMKEYS] = {"fromkeys", ON_DICT, 0, true}, [M_CLEAR] = {"clear", ON_DICT | ON_LIST, ON_DICT},
-    [M_POP] = {"pop", ON_DICT | ON_LIST, ON_DICT}, [M_POPITEM] = {"popitem", ON_DICT, ON_DICT},
-    [M_SETDEFAULT] = {"setdefault", ON_DICT, ON_DICT}, [M_UPDATE] = {"update", ON_DICT, ON_DICT},
-    [M_APPEND] = {"append", ON_LIST, ON_LIST}, [M_EXTEND] = {"extend", ON_LIST, ON_LIST},
-    [M_INSERT] = {"insert", ON_LIST, ON_LIST}, [M_REMOVE] = {"remove", ON_LIST, ON_LIST},
-    [M_REVERSE] = {"reverse", ON_LIST, ON_LIST}, [M_SORT] = {"sort", ON_LIST, ON_LIST},
-    [M_CYCLE] = {"cycle", ON_LOOP}, [M_CHANGED] = {"changed", ON_LOOP},
+    [M_CAPITALIZE] = {"capitalize", ON_STR, 0, false},
+    [M_CASEFOLD] = {"casefold", ON_STR, 0, false},
+    [M_CENTER] = {"center", ON_STR, 0, false},
+    [M_COUNT] = {"count", ON_STR | ON_LIST | ON_TUPLE, 0, false},
+    [M_ENDSWITH] = {"endswith", ON_STR, 0, false},
+    [M_FIND] = {"find", ON_STR, 0, false},
+    [M_FORMAT] = {"format", ON_STR, 0, false},
+    [M_INDEX] = {"index", ON_STR | ON_LIST | ON_TUPLE, 0, false},
+    [M_ISALNUM] = {"isalnum", ON_STR, 0, false},
+    [M_ISALPHA] = {"isalpha", ON_STR, 0, false},
+    [M_ISDECIMAL] = {"isdecimal", ON_STR, 0, false},
+    [M_ISDIGIT] = {"isdigit", ON_STR, 0, false},
+    [M_ISLOWER] = {"islower", ON_STR, 0, false},
+    [M_ISNUMERIC] = {"isnumeric", ON_STR, 0, false},
+    [M_ISSPACE] = {"isspace", ON_STR, 0, false},
+    [M_ISTITLE] = {"istitle", ON_STR, 0, false},
+    [M_ISUPPER] = {"isupper", ON_STR, 0, false},
+    [M_JOIN] = {"join", ON_STR, 0, false},
+    [M_LJUST] = {"ljust", ON_STR, 0, false},
+    [M_LOWER] = {"lower", ON_STR, 0, false},
+    [M_LSTRIP] = {"lstrip", ON_STR, 0, false},
+    [M_PARTITION] = {"partition", ON_STR, 0, false},
+    [M_REMOVEPREFIX] = {"removeprefix", ON_STR, 0, false},
+    [M_REMOVESUFFIX] = {"removesuffix", ON_STR, 0, false},
+    [M_REPLACE] = {"replace", ON_STR, 0, false},
+    [M_RFIND] = {"rfind", ON_STR, 0, false},
+    [M_RINDEX] = {"rindex", ON_STR, 0, false},
+    [M_RJUST] = {"rjust", ON_STR, 0, false},
+    [M_RPARTITION] = {"rpartition", ON_STR, 0, false},
+    [M_RSPLIT] = {"rsplit", ON_STR, 0, false},
+    [M_RSTRIP] = {"rstrip", ON_STR, 0, false},
+    [M_SPLIT] = {"split", ON_STR, 0, false},
+    [M_SPLITLINES] = {"splitlines", ON_STR, 0, false},
+    [M_STARTSWITH] = {"startswith", ON_STR, 0, false},
+    [M_STRIP] = {"strip", ON_STR, 0, false},
+    [M_SWAPCASE] = {"swapcase", ON_STR, 0, false},
+    [M_TITLE] = {"title", ON_STR, 0, false},
+    [M_UPPER] = {"upper", ON_STR, 0, false},
+    [M_ZFILL] = {"zfill", ON_STR, 0, false},
+    [M_ENCODE] = {"encode", ON_STR, 0, true},
+    [M_EXPANDTABS] = {"expandtabs", ON_STR, 0, true},
+    [M_FORMAT_MAP] = {"format_map", ON_STR, 0, true},
+    [M_ISASCII] = {"isascii", ON_STR, 0, true},
+    [M_ISIDENTIFIER] = {"isidentifier", ON_STR, 0, true},
+    [M_ISPRINTABLE] = {"isprintable", ON_STR, 0, true},
+    [M_MAKETRANS] = {"maketrans", ON_STR, 0, true},
+    [M_TRANSLATE] = {"translate", ON_STR, 0, true},
+    [M_GET] = {"get", ON_DICT, 0, false},
+    [M_ITEMS] = {"items", ON_DICT, 0, false},
+    [M_KEYS] = {"keys", ON_DICT, 0, false},
+    [M_VALUES] = {"values", ON_DICT, 0, false},
+    [M_COPY] = {"copy", ON_DICT | ON_LIST, 0, false},
+    [M_FROMKEYS] = {"fromkeys", ON_DICT, 0, true},
+    [M_CLEAR] = {"clear", ON_DICT | ON_LIST, ON_DICT, false},
+    [M_POP] = {"pop", ON_DICT | ON_LIST, ON_DICT, false},
+    [M_POPITEM] = {"popitem", ON_DICT, ON_DICT, false},
+    [M_SETDEFAULT] = {"setdefault", ON_DICT, ON_DICT, false},
+    [M_UPDATE] = {"update", ON_DICT, ON_DICT, false},
+    [M_APPEND] = {"append", ON_LIST, ON_LIST, false},
+    [M_EXTEND] = {"extend", ON_LIST, ON_LIST, false},
+    [M_INSERT] = {"insert", ON_LIST, ON_LIST, false},
+    [M_REMOVE] = {"remove", ON_LIST, ON_LIST, false},
+    [M_REVERSE] = {"reverse", ON_LIST, ON_LIST, false},
+    [M_SORT] = {"sort", ON_LIST, ON_LIST, false},
+    [M_CYCLE] = {"cycle", ON_LOOP, 0, false},
+    [M_CHANGED] = {"changed", ON_LOOP, 0, false},
 };
 
 static int find_method(Str name) {
@@ -1752,10 +2006,43 @@ static const char *method_name(int id) { return methods[id].name; }
 
 typedef enum {
     /* expressions */
-    N_CONST, N_NAME, N_GETATTR, N_GETITEM, N_SLICE, N_CALL, N_FILTER, N_TEST, N_NOT, N_NEG, N_POS, N_AND, N_OR,
-    N_BINOP, N_COMPARE, N_OPERAND, N_CONCAT, N_CONDEXPR, N_LIST, N_TUPLE, N_DICT, N_PAIR, N_KEYWORD, N_NSREF,
+    N_CONST,
+    N_NAME,
+    N_GETATTR,
+    N_GETITEM,
+    N_SLICE,
+    N_CALL,
+    N_FILTER,
+    N_TEST,
+    N_NOT,
+    N_NEG,
+    N_POS,
+    N_AND,
+    N_OR,
+    N_BINOP,
+    N_COMPARE,
+    N_OPERAND,
+    N_CONCAT,
+    N_CONDEXPR,
+    N_LIST,
+    N_TUPLE,
+    N_DICT,
+    N_PAIR,
+    N_KEYWORD,
+    N_NSREF,
     /* statements */
-    N_TEXT, N_PRINT, N_IF, N_FOR, N_SET, N_SETBLOCK, N_MACRO, N_BREAK, N_CONTINUE, N_WITH, N_FILTERBLOCK, N_BODY,
+    N_TEXT,
+    N_PRINT,
+    N_IF,
+    N_FOR,
+    N_SET,
+    N_SETBLOCK,
+    N_MACRO,
+    N_BREAK,
+    N_CONTINUE,
+    N_WITH,
+    N_FILTERBLOCK,
+    N_BODY,
 } NodeType;
 
 typedef struct {
@@ -1790,17 +2077,24 @@ struct Node {
 
 /* Names every template knows, interned first so their ids are fixed. */
 enum {
-    NAME_LOOP, NAME_VARARGS, NAME_KWARGS, NAME_CALLER,
-    NAME_RANGE, NAME_DICT, NAME_NAMESPACE, NAME_RAISE_EXCEPTION, NAME_STRFTIME_NOW, /* in FuncId order */
+    NAME_LOOP,
+    NAME_VARARGS,
+    NAME_KWARGS,
+    NAME_CALLER,
+    NAME_RANGE,
+    NAME_DICT,
+    NAME_NAMESPACE,
+    NAME_RAISE_EXCEPTION,
+    NAME_STRFTIME_NOW, /* in FuncId order */
     N_PREDEFINED_NAMES
 };
-static const char *const predefined_names[] = {"loop", "varargs", "kwargs", "caller", "range",
+static const char *const predefined_names[] = {"loop", "varargs",   "kwargs",          "caller",      "range",
                                                "dict", "namespace", "raise_exception", "strftime_now"};
 
 struct Template {
     Chunk *chunks; /* every node and string */
     Nodes body;
-    Str *names;    /* interned names, by id */
+    Str *names; /* interned names, by id */
     size_t n_names, cap_names;
     uint32_t *name_index; /* hash index: id + 1 per bucket */
     size_t name_index_cap;
@@ -1902,10 +2196,15 @@ static bool skip_name(Parser *p, const char *name) {
 /* How jinja2 describes a token in its messages. */
 static void describe(char *out, size_t size, const Token *t) {
     static const char *const what[] = {
-        [T_EOF] = "end of template", [T_DATA] = "template data / text",
-        [T_VAR_BEGIN] = "begin of print statement", [T_VAR_END] = "end of print statement",
-        [T_BLOCK_BEGIN] = "begin of statement block", [T_BLOCK_END] = "end of statement block",
-        [T_STRING] = "string", [T_INT] = "integer", [T_FLOAT] = "float",
+        [T_EOF] = "end of template",
+        [T_DATA] = "template data / text",
+        [T_VAR_BEGIN] = "begin of print statement",
+        [T_VAR_END] = "end of print statement",
+        [T_BLOCK_BEGIN] = "begin of statement block",
+        [T_BLOCK_END] = "end of statement block",
+        [T_STRING] = "string",
+        [T_INT] = "integer",
+        [T_FLOAT] = "float",
     };
     if (t->type == T_NAME) snprintf(out, size, "%.*s", (int)(t->s.n < 64 ? t->s.n : 64), t->s.p);
     else if (t->type == T_OP) snprintf(out, size, "%s", op_text((OpId)t->op));
@@ -1937,8 +2236,8 @@ static Token *expect_op(Parser *p, OpId op) {
 }
 
 static Token *expect_type(Parser *p, TokType type) {
-    static const char *const what[] = {[T_VAR_END] = "end of print statement",
-                                       [T_BLOCK_END] = "end of statement block", [T_NAME] = "name"};
+    static const char *const what[] = {
+        [T_VAR_END] = "end of print statement", [T_BLOCK_END] = "end of statement block", [T_NAME] = "name"};
     if (cur(p)->type != type) expected(p, what[type]);
     return advance(p);
 }
@@ -2323,8 +2622,7 @@ static void parse_call_args(Parser *p, Node *n) {
             expect_op(p, OP_COMMA);
             if (at_op(p, OP_RPAREN)) break;
         }
-        if (at_op(p, OP_MUL) || at_op(p, OP_POW))
-            parse_error(p, "*args and **kwargs in calls are not supported");
+        if (at_op(p, OP_MUL) || at_op(p, OP_POW)) parse_error(p, "*args and **kwargs in calls are not supported");
         if (cur(p)->type == T_NAME && is_op(peek(p), OP_ASSIGN)) {
             Token *name = advance(p);
             advance(p);
@@ -2390,7 +2688,8 @@ static Node *parse_filter(Parser *p, Node *node, bool start_inline) {
         n->a = node;
         n->value = v_str(name.p, name.n);
         n->op = find_filter(name);
-        if (n->op < 0 && !p->soft) raise_at(&p->c, line, "no filter named '%.*s'", (int)(name.n < 64 ? name.n : 64), name.p);
+        if (n->op < 0 && !p->soft)
+            raise_at(&p->c, line, "no filter named '%.*s'", (int)(name.n < 64 ? name.n : 64), name.p);
         if (at_op(p, OP_LPAREN)) parse_call_args(p, n);
         node = n;
         start_inline = false;
@@ -2407,7 +2706,8 @@ static Node *parse_test(Parser *p, Node *node) {
     n->a = node;
     n->value = v_str(name.p, name.n);
     n->op = find_test(name);
-    if (n->op < 0 && !p->soft) raise_at(&p->c, is->line, "no test named '%.*s'", (int)(name.n < 64 ? name.n : 64), name.p);
+    if (n->op < 0 && !p->soft)
+        raise_at(&p->c, is->line, "no test named '%.*s'", (int)(name.n < 64 ? name.n : 64), name.p);
     Token *t = cur(p);
     if (is_op(t, OP_LPAREN)) parse_call_args(p, n);
     else if ((t->type == T_NAME || t->type == T_STRING || t->type == T_INT || t->type == T_FLOAT ||
@@ -2421,8 +2721,8 @@ static Node *parse_test(Parser *p, Node *node) {
     }
     if (!negated) return n;
     Node *not = new_node(p, N_NOT, is->line);
-    not->a = n;
-    return not;
+    not ->a = n;
+    return not ;
 }
 
 static Node *parse_filter_expr(Parser *p, Node *node) {
@@ -2452,13 +2752,15 @@ static void check_target(Parser *p, Node *target) {
     }
     if (target->type != N_NAME && target->type != N_NSREF) {
         static const char *const what[] = {[N_CONST] = "const", [N_GETATTR] = "getattr", [N_GETITEM] = "getitem",
-                                           [N_LIST] = "list", [N_DICT] = "dict", [N_CALL] = "call"};
-        const char *w = target->type < sizeof what / sizeof what[0] && what[target->type] ? what[target->type] : "expression";
+                                           [N_LIST] = "list",   [N_DICT] = "dict",       [N_CALL] = "call"};
+        const char *w =
+            target->type < sizeof what / sizeof what[0] && what[target->type] ? what[target->type] : "expression";
         raise_at(&p->c, target->line, "can't assign to '%s'", w);
     }
 }
 
-static Node *parse_assign_target(Parser *p, bool with_tuple, bool name_only, const char *extra_end, bool with_namespace) {
+static Node *parse_assign_target(Parser *p, bool with_tuple, bool name_only, const char *extra_end,
+                                 bool with_namespace) {
     Node *target;
     if (with_namespace && is_op(peek(p), OP_DOT)) {
         Token *ns = expect_type(p, T_NAME);
@@ -2872,7 +3174,8 @@ typedef struct {
 } SortBy;
 
 static bool sort_before(const SortBy *by, size_t a, size_t b) {
-    return by->reverse ? py_order(by->c, CMP_LT, by->keys[b], by->keys[a]) : py_order(by->c, CMP_LT, by->keys[a], by->keys[b]);
+    return by->reverse ? py_order(by->c, CMP_LT, by->keys[b], by->keys[a])
+                       : py_order(by->c, CMP_LT, by->keys[a], by->keys[b]);
 }
 
 static void merge_sort(const SortBy *by, size_t *order, size_t *tmp, size_t n) {
@@ -2914,20 +3217,14 @@ static List *str_chars(Render *r, Value v) {
  * an undefined value, what is left of a generator. */
 static Value *iterate(Render *r, Value v, size_t *n) {
     switch (v.kind) {
-    case V_LIST:
-        *n = v.list->len;
-        return v.list->items;
-    case V_DICT:
-        *n = v.dict->len;
-        return v.dict->keys;
+    case V_LIST: *n = v.list->len; return v.list->items;
+    case V_DICT: *n = v.dict->len; return v.dict->keys;
     case V_STR: {
         List *l = str_chars(r, v);
         *n = l->len;
         return l->items;
     }
-    case V_UNDEFINED:
-        *n = 0;
-        return NULL;
+    case V_UNDEFINED: *n = 0; return NULL;
     case V_ITER: {
         Iter *it = v.iter;
         *n = it->list->len - it->pos;
@@ -3131,7 +3428,8 @@ static Value arith(Render *r, OpId op, Value a, Value b) {
         if (b_seq && !a_seq) raise_error(&r->c, "can't multiply sequence by non-int of type '%s'", type_name(a));
     }
     if (op == OP_MOD && is_str(a)) return format_percent(r, a, b);
-    raise_error(&r->c, "unsupported operand type(s) for %s: '%s' and '%s'", binop_symbol(op), type_name(a), type_name(b));
+    raise_error(&r->c, "unsupported operand type(s) for %s: '%s' and '%s'", binop_symbol(op), type_name(a),
+                type_name(b));
 }
 
 static Value negate(Render *r, Value v, bool minus) {
@@ -3499,8 +3797,7 @@ static bool in_chars(uint32_t c, Str chars) {
 
 /* Python's strip/lstrip/rstrip: white space, or the characters of chars. */
 static Value strip(Render *r, Value v, Value chars, bool left, bool right) {
-    if (given(chars) && chars.kind != V_NONE && !is_str(chars))
-        raise_error(&r->c, "strip arg must be None or str");
+    if (given(chars) && chars.kind != V_NONE && !is_str(chars)) raise_error(&r->c, "strip arg must be None or str");
     bool space = !given(chars) || chars.kind == V_NONE;
     Str s = v.s;
     size_t a = 0, b = s.n, used;
@@ -3730,8 +4027,11 @@ static Value pad(Render *r, Value v, int64_t width, Value fill, int where) {
     }
     size_t len = length_of(r, v);
     if (width <= (int64_t)len) return v;
-    if (width > (int64_t)TEMPLATE_MAX_OUTPUT) raise_error(&r->c, "a string would be longer than %zu MiB", TEMPLATE_MAX_OUTPUT >> 20);
-    size_t margin = (size_t)width - len, left = where < 0 ? 0 : where > 0 ? margin : margin / 2 + (margin & (size_t)width & 1);
+    if (width > (int64_t)TEMPLATE_MAX_OUTPUT)
+        raise_error(&r->c, "a string would be longer than %zu MiB", TEMPLATE_MAX_OUTPUT >> 20);
+    size_t margin = (size_t)width - len, left = where < 0   ? 0
+                                                : where > 0 ? margin
+                                                            : margin / 2 + (margin & (size_t)width & 1);
     Buf b = {.c = &r->c};
     for (size_t i = 0; i < left; i++) buf_addchar(&b, f);
     buf_addstr(&b, v.s);
@@ -3838,14 +4138,10 @@ static Value str_method(Render *r, Value v, MethodId id, const Args *a) {
     case M_RSPLIT:
         bind_args(r, fn, a, split_params, arg);
         return split(r, v, arg[0], given(arg[1]) ? arg_int(r, fn, arg[1]) : -1, id == M_RSPLIT);
-    case M_SPLITLINES:
-        bind_args(r, fn, a, keepends, arg);
-        return splitlines(r, v, given(arg[0]) && truthy(arg[0]));
+    case M_SPLITLINES: bind_args(r, fn, a, keepends, arg); return splitlines(r, v, given(arg[0]) && truthy(arg[0]));
     case M_STRIP:
     case M_LSTRIP:
-    case M_RSTRIP:
-        bind_args(r, fn, a, one, arg);
-        return strip(r, v, arg[0], id != M_RSTRIP, id != M_LSTRIP);
+    case M_RSTRIP: bind_args(r, fn, a, one, arg); return strip(r, v, arg[0], id != M_RSTRIP, id != M_LSTRIP);
     case M_STARTSWITH:
     case M_ENDSWITH:
         bind_args(r, fn, a, sub_range, arg);
@@ -3862,7 +4158,8 @@ static Value str_method(Render *r, Value v, MethodId id, const Args *a) {
     case M_REPLACE:
         bind_args(r, fn, a, replace_params, arg);
         if (!given(arg[1])) raise_error(&r->c, "replace expected at least 2 arguments");
-        return replace(r, v, arg_str(r, fn, arg[0]), arg_str(r, fn, arg[1]), given(arg[2]) ? arg_int(r, fn, arg[2]) : -1);
+        return replace(r, v, arg_str(r, fn, arg[0]), arg_str(r, fn, arg[1]),
+                       given(arg[2]) ? arg_int(r, fn, arg[2]) : -1);
     case M_JOIN:
         bind_args(r, fn, a, one, arg);
         if (!given(arg[0])) raise_error(&r->c, "join() takes exactly one argument (0 given)");
@@ -3945,7 +4242,9 @@ static Value str_method(Render *r, Value v, MethodId id, const Args *a) {
 static Value dict_view(Render *r, Dict *d, SeqType type) {
     List *l = new_list(&r->c, type, d->len);
     for (size_t i = 0; i < d->len; i++)
-        l->items[i] = type == SEQ_KEYS ? d->keys[i] : type == SEQ_VALUES ? d->vals[i] : new_tuple2(&r->c, d->keys[i], d->vals[i]);
+        l->items[i] = type == SEQ_KEYS     ? d->keys[i]
+                      : type == SEQ_VALUES ? d->vals[i]
+                                           : new_tuple2(&r->c, d->keys[i], d->vals[i]);
     return v_list(l);
 }
 
@@ -4054,7 +4353,8 @@ typedef struct {
 static void pad_to(Buf *b, const Spec *sp, char default_align, Str sign_and_prefix, Str body) {
     size_t len = count_chars(sign_and_prefix.p, sign_and_prefix.n) + count_chars(body.p, body.n);
     size_t width = sp->width > 0 ? (size_t)sp->width : 0, margin = width > len ? width - len : 0;
-    if (width > TEMPLATE_MAX_OUTPUT) raise_error(b->c, "a string would be longer than %zu MiB", TEMPLATE_MAX_OUTPUT >> 20);
+    if (width > TEMPLATE_MAX_OUTPUT)
+        raise_error(b->c, "a string would be longer than %zu MiB", TEMPLATE_MAX_OUTPUT >> 20);
     char align = sp->align ? sp->align : default_align;
     uint32_t fill = sp->fill ? sp->fill : ' ';
     size_t left = align == '>' ? margin : align == '^' ? margin / 2 : 0;
@@ -4097,9 +4397,12 @@ static void format_number(Render *r, Buf *b, Value v, const Spec *sp) {
     if (integer_type) {
         if (v.kind == V_FLOAT) {
             if (!sp->percent || !(type == 'd' || type == 'i' || type == 'u'))
-                raise_error(&r->c, sp->percent ? "%%%c format: an integer is required, not float"
-                                               : "Unknown format code '%c' for object of type 'float'", type);
-            if (!isfinite(v.f)) raise_error(&r->c, "cannot convert float %s to integer", isnan(v.f) ? "NaN" : "infinity");
+                raise_error(&r->c,
+                            sp->percent ? "%%%c format: an integer is required, not float"
+                                        : "Unknown format code '%c' for object of type 'float'",
+                            type);
+            if (!isfinite(v.f))
+                raise_error(&r->c, "cannot convert float %s to integer", isnan(v.f) ? "NaN" : "infinity");
             if (fabs(v.f) >= 9.2e18) raise_overflow(r);
             v = v_int((int64_t)v.f);
         }
@@ -4168,7 +4471,8 @@ static void format_one(Render *r, Buf *b, Value v, const Spec *sp) {
         write_value(r, &text, v, type == 'r' || type == 'a', 0);
         Str body = {text.p ? text.p : "", text.n};
         if (sp->precision >= 0 && (size_t)sp->precision < body.n)
-            body.n = char_offset(r, (Value){.kind = V_STR, .ascii = all_ascii(body.p, body.n), .s = body}, (size_t)sp->precision);
+            body.n = char_offset(r, (Value){.kind = V_STR, .ascii = all_ascii(body.p, body.n), .s = body},
+                                 (size_t)sp->precision);
         pad_to(b, sp, '<', (Str){"", 0}, body);
         return;
     }
@@ -4178,8 +4482,7 @@ static void format_one(Render *r, Buf *b, Value v, const Spec *sp) {
         return;
     }
     if (!is_number(v)) {
-        if (sp->percent)
-            raise_error(&r->c, "%%%c format: a real number is required, not %s", type, type_name(v));
+        if (sp->percent) raise_error(&r->c, "%%%c format: a real number is required, not %s", type, type_name(v));
         raise_error(&r->c, "Unknown format code '%c' for object of type '%s'", type, type_name(v));
     }
     if (strchr("dibouxXncDeEfFgG%", type) == NULL && type != 0)
@@ -4340,16 +4643,19 @@ static Value format_field(Render *r, Str name, const Args *a, size_t *auto_index
     if (first.n == 0 || numeric) {
         size_t index;
         if (first.n == 0) {
-            if (*numbering == 2) raise_error(&r->c, "cannot switch from manual field specification to automatic field numbering");
+            if (*numbering == 2)
+                raise_error(&r->c, "cannot switch from manual field specification to automatic field numbering");
             *numbering = 1;
             index = (*auto_index)++;
         } else {
-            if (*numbering == 1) raise_error(&r->c, "cannot switch from automatic field numbering to manual field specification");
+            if (*numbering == 1)
+                raise_error(&r->c, "cannot switch from automatic field numbering to manual field specification");
             *numbering = 2;
             index = 0;
             for (size_t k = 0; k < first.n && index < 1000000; k++) index = index * 10 + (size_t)(first.p[k] - '0');
         }
-        if (index >= a->n_pos) raise_error(&r->c, "Replacement index %zu out of range for positional args tuple", index);
+        if (index >= a->n_pos)
+            raise_error(&r->c, "Replacement index %zu out of range for positional args tuple", index);
         v = a->pos[index];
     } else {
         size_t k = 0;
@@ -4414,7 +4720,8 @@ static Value str_format(Render *r, Value fmt, const Args *a) {
             else if (f.p[j] == '}') depth--;
             if (depth) j++;
         }
-        if (j >= f.n) raise_error(&r->c, depth ? "expected '}' before end of string" : "Single '{' encountered in format string");
+        if (j >= f.n)
+            raise_error(&r->c, depth ? "expected '}' before end of string" : "Single '{' encountered in format string");
         Str field = {f.p + i + 1, j - i - 1};
         size_t k = 0;
         while (k < field.n && field.p[k] != '!' && field.p[k] != ':') k++;
@@ -4495,7 +4802,8 @@ static Value *sort_keys(Render *r, List *items, Value attribute, bool case_sensi
     List *attrs = NULL;
     if (is_str(attribute)) attrs = split(r, attribute, v_str(",", 1), -1, false).list;
     for (size_t i = 0; i < items->len; i++) {
-        if (!given(attribute) || attribute.kind == V_NONE) keys[i] = get_path(r, items->items[i], NULL, 0, v_missing(), !case_sensitive);
+        if (!given(attribute) || attribute.kind == V_NONE)
+            keys[i] = get_path(r, items->items[i], NULL, 0, v_missing(), !case_sensitive);
         else if (!attrs || attrs->len == 1) {
             size_t n;
             Value *parts = attribute_parts(r, attrs ? attrs->items[0] : attribute, &n);
@@ -4567,15 +4875,18 @@ static Value map_items(Render *r, Value v, const Args *a) {
         if (!is_str(a->pos[0])) raise_error(&r->c, "a filter name must be a str");
         filter_name = a->pos[0].s;
         filter = find_filter(filter_name);
-        if (filter < 0) raise_error(&r->c, "No filter named '%.*s'.", (int)(filter_name.n < 64 ? filter_name.n : 64), filter_name.p);
+        if (filter < 0)
+            raise_error(&r->c, "No filter named '%.*s'.", (int)(filter_name.n < 64 ? filter_name.n : 64),
+                        filter_name.p);
     }
     Args rest = {a->pos + 1, a->n_pos ? a->n_pos - 1 : 0, a->kw_names, a->kw, a->n_kw};
     size_t n;
     Value *items = iterate(r, v, &n);
     for (size_t i = 0; i < n; i++) {
         count_iteration(r);
-        list_push(&r->c, out, by_attribute ? get_path(r, items[i], parts, n_parts, dflt, false)
-                                           : apply_filter_id(r, filter, filter_name, items[i], &rest));
+        list_push(&r->c, out,
+                  by_attribute ? get_path(r, items[i], parts, n_parts, dflt, false)
+                               : apply_filter_id(r, filter, filter_name, items[i], &rest));
     }
     return new_iter(r, out, "generator");
 }
@@ -4922,15 +5233,9 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         if (v.kind == V_UNDEFINED) raise_undefined(&r->c, v);
         return undefined_member(&r->c, v, arg[0]);
     }
-    case FI_BATCH:
-        bind_args(r, fn, a, p_batch, arg);
-        return batch_or_slice(r, v, arg[0], arg[1], false);
-    case FI_SLICE:
-        bind_args(r, fn, a, p_slice, arg);
-        return batch_or_slice(r, v, arg[0], arg[1], true);
-    case FI_CAPITALIZE:
-        bind_args(r, fn, a, none, arg);
-        return change_case(r, soft_str(r, v), CASE_CAPITALIZE);
+    case FI_BATCH: bind_args(r, fn, a, p_batch, arg); return batch_or_slice(r, v, arg[0], arg[1], false);
+    case FI_SLICE: bind_args(r, fn, a, p_slice, arg); return batch_or_slice(r, v, arg[0], arg[1], true);
+    case FI_CAPITALIZE: bind_args(r, fn, a, none, arg); return change_case(r, soft_str(r, v), CASE_CAPITALIZE);
     case FI_CENTER:
         bind_args(r, fn, a, p_center, arg);
         return pad(r, soft_str(r, v), given(arg[0]) ? arg_int(r, fn, arg[0]) : 80, v_missing(), 0);
@@ -4946,7 +5251,8 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
             raise_error(&r->c, "'%s' object has no attribute 'items'", type_name(v));
         }
         Str by = given(arg[1]) ? arg_str(r, fn, arg[1]) : str_c("key");
-        if (!str_is(by, "key") && !str_is(by, "value")) raise_error(&r->c, "You can only sort by either \"key\" or \"value\"");
+        if (!str_is(by, "key") && !str_is(by, "value"))
+            raise_error(&r->c, "You can only sort by either \"key\" or \"value\"");
         List *pairs = dict_view(r, v.dict, SEQ_ITEMS).list;
         pairs->type = SEQ_LIST;
         List *keys = new_list(&r->c, SEQ_LIST, pairs->len);
@@ -4959,9 +5265,7 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         for (size_t i = 0; i < pairs->len; i++) out->items[i] = pairs->items[order[i]];
         return v_list(out);
     }
-    case FI_ESCAPE:
-        bind_args(r, fn, a, none, arg);
-        return html_escape(r, v);
+    case FI_ESCAPE: bind_args(r, fn, a, none, arg); return html_escape(r, v);
     case FI_FIRST: {
         bind_args(r, fn, a, none, arg);
         if (v.kind == V_ITER) {
@@ -4984,9 +5288,7 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         if (n) return items[n - 1];
         return undefined_hint(&r->c, "No last item, sequence was empty.");
     }
-    case FI_FLOAT:
-        bind_args(r, fn, a, p_float, arg);
-        return float_filter(r, v, arg[0]);
+    case FI_FLOAT: bind_args(r, fn, a, p_float, arg); return float_filter(r, v, arg[0]);
     case FI_FORMAT: {
         if (a->n_pos && a->n_kw) raise_error(&r->c, "can't handle positional and keyword arguments at the same time");
         Value values;
@@ -5004,12 +5306,8 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         }
         return format_percent(r, soft_str(r, v), values);
     }
-    case FI_INDENT:
-        bind_args(r, fn, a, p_indent, arg);
-        return indent_filter(r, soft_str(r, v), arg[0], arg[1], arg[2]);
-    case FI_INT:
-        bind_args(r, fn, a, p_int, arg);
-        return int_filter(r, v, arg[0], arg[1]);
+    case FI_INDENT: bind_args(r, fn, a, p_indent, arg); return indent_filter(r, soft_str(r, v), arg[0], arg[1], arg[2]);
+    case FI_INT: bind_args(r, fn, a, p_int, arg); return int_filter(r, v, arg[0], arg[1]);
     case FI_ITEMS:
         bind_args(r, fn, a, none, arg);
         if (v.kind == V_UNDEFINED) return new_iter(r, new_list(&r->c, SEQ_LIST, 0), "generator");
@@ -5029,9 +5327,7 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         }
         return join(r, sep, v, true);
     }
-    case FI_LENGTH:
-        bind_args(r, fn, a, none, arg);
-        return v_int((int64_t)length_of(r, v));
+    case FI_LENGTH: bind_args(r, fn, a, none, arg); return v_int((int64_t)length_of(r, v));
     case FI_LIST:
         bind_args(r, fn, a, none, arg);
         if (v.kind == V_LIST) {
@@ -5046,9 +5342,7 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         return change_case(r, soft_str(r, v), id == FI_UPPER ? CASE_UPPER : CASE_LOWER);
     case FI_MAP: return map_items(r, v, a);
     case FI_MAX:
-    case FI_MIN:
-        bind_args(r, fn, a, p_minmax, arg);
-        return min_max(r, v, arg[0], arg[1], id == FI_MAX);
+    case FI_MIN: bind_args(r, fn, a, p_minmax, arg); return min_max(r, v, arg[0], arg[1], id == FI_MAX);
     case FI_REJECT: return select_items(r, v, a, false, false);
     case FI_REJECTATTR: return select_items(r, v, a, true, false);
     case FI_SELECT: return select_items(r, v, a, false, true);
@@ -5068,14 +5362,13 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         List *items = to_list(r, v), *out = new_list(&r->c, SEQ_LIST, items->len);
         for (size_t i = 0; i < items->len; i++) out->items[i] = items->items[items->len - 1 - i];
         if (!reversible) return v_list(out);
-        return new_iter(r, out, v.kind == V_DICT ? "dict_reversekeyiterator" : v.list->type == SEQ_LIST ? "list_reverseiterator" : "reversed");
+        return new_iter(r, out,
+                        v.kind == V_DICT           ? "dict_reversekeyiterator"
+                        : v.list->type == SEQ_LIST ? "list_reverseiterator"
+                                                   : "reversed");
     }
-    case FI_ROUND:
-        bind_args(r, fn, a, p_round, arg);
-        return round_filter(r, v, arg[0], arg[1]);
-    case FI_SAFE:
-        bind_args(r, fn, a, none, arg);
-        return markup(to_str(r, v));
+    case FI_ROUND: bind_args(r, fn, a, p_round, arg); return round_filter(r, v, arg[0], arg[1]);
+    case FI_SAFE: bind_args(r, fn, a, none, arg); return markup(to_str(r, v));
     case FI_SORT: {
         bind_args(r, fn, a, p_sort, arg);
         List *items = to_list(r, v);
@@ -5087,25 +5380,15 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         for (size_t i = 0; i < items->len; i++) out->items[i] = items->items[order[i]];
         return v_list(out);
     }
-    case FI_STRING:
-        bind_args(r, fn, a, none, arg);
-        return soft_str(r, v);
-    case FI_SUM:
-        bind_args(r, fn, a, p_sum, arg);
-        return sum_filter(r, v, arg[0], arg[1]);
-    case FI_TITLE:
-        bind_args(r, fn, a, none, arg);
-        return title_filter(r, soft_str(r, v));
+    case FI_STRING: bind_args(r, fn, a, none, arg); return soft_str(r, v);
+    case FI_SUM: bind_args(r, fn, a, p_sum, arg); return sum_filter(r, v, arg[0], arg[1]);
+    case FI_TITLE: bind_args(r, fn, a, none, arg); return title_filter(r, soft_str(r, v));
     case FI_TOJSON: return tojson_filter(r, v, a);
-    case FI_TRIM:
-        bind_args(r, fn, a, p_trim, arg);
-        return strip(r, soft_str(r, v), arg[0], true, true);
+    case FI_TRIM: bind_args(r, fn, a, p_trim, arg); return strip(r, soft_str(r, v), arg[0], true, true);
     case FI_TRUNCATE:
         bind_args(r, fn, a, p_truncate, arg);
         return truncate_filter(r, soft_str(r, v), arg[0], arg[1], arg[2], arg[3]);
-    case FI_UNIQUE:
-        bind_args(r, fn, a, p_minmax, arg);
-        return unique_filter(r, v, arg[0], arg[1]);
+    case FI_UNIQUE: bind_args(r, fn, a, p_minmax, arg); return unique_filter(r, v, arg[0], arg[1]);
     case FI_WORDCOUNT: {
         bind_args(r, fn, a, none, arg);
         Str s = soft_str(r, v).s;
@@ -5187,11 +5470,12 @@ static bool apply_test_id(Render *r, int id, Str name, Value v, const Args *a) {
         if (v.kind == V_NONE || v.kind == V_UNDEFINED) return v.kind == V_NONE;
         if (v.kind == V_BOOL) return v.b == x.b;
         if (v.kind == V_INT) return v.i == x.i && v.i >= -5 && v.i <= 256; /* CPython's cached small ints */
-        if (v.kind == V_STR) return str_eq(v.s, x.s); /* equal constants are one object */
+        if (v.kind == V_STR) return str_eq(v.s, x.s);                      /* equal constants are one object */
         if (v.kind == V_FLOAT) return false;
         return v.list == x.list;
     case TE_SEQUENCE:
-        return v.kind == V_STR || v.kind == V_DICT || v.kind == V_UNDEFINED || (v.kind == V_LIST && v.list->type <= SEQ_RANGE);
+        return v.kind == V_STR || v.kind == V_DICT || v.kind == V_UNDEFINED ||
+               (v.kind == V_LIST && v.list->type <= SEQ_RANGE);
     case TE_STRING: return v.kind == V_STR;
     default: raise_error(&r->c, "No test named '%.*s' found.", (int)(name.n < 64 ? name.n : 64), name.p);
     }
@@ -5234,7 +5518,8 @@ static Value call_macro(Render *r, const Macro *m, const Args *a) {
             dict_set(&r->c, kwargs, v_str(kn.p, kn.n), a->kw[k]);
             continue;
         }
-        if (given(vals[i])) raise_error(&r->c, "macro '%s' got multiple values for argument '%.*s'", name, (int)kn.n, kn.p);
+        if (given(vals[i]))
+            raise_error(&r->c, "macro '%s' got multiple values for argument '%.*s'", name, (int)kn.n, kn.p);
         vals[i] = a->kw[k];
     }
     int line = r->c.line;
@@ -5362,7 +5647,8 @@ static Value call_value(Render *r, Value callee, const Args *a) {
             static const char *const params[] = {"message", NULL};
             Value arg[1];
             bind_args(r, "raise_exception", a, params, arg);
-            if (!given(arg[0])) raise_error(&r->c, "raise_exception() missing 1 required positional argument: 'message'");
+            if (!given(arg[0]))
+                raise_error(&r->c, "raise_exception() missing 1 required positional argument: 'message'");
             Str msg = to_str(r, arg[0]).s;
             raise_error(&r->c, "%.*s", (int)(msg.n < MAX_ERROR_TEXT ? msg.n : MAX_ERROR_TEXT), msg.p);
         }
@@ -5491,7 +5777,8 @@ static Value eval_inner(Render *r, const Node *n, Scope *s) {
         if (truthy(eval(r, n->a, s))) return eval(r, n->b, s);
         if (n->c) return eval(r, n->c, s);
         char hint[128];
-        snprintf(hint, sizeof hint, "the inline if-expression on line %d evaluated to false and no else section was defined.", n->line);
+        snprintf(hint, sizeof hint,
+                 "the inline if-expression on line %d evaluated to false and no else section was defined.", n->line);
         return undefined_hint(&r->c, new_str(&r->c, hint, strlen(hint)).s.p);
     case N_LIST: return eval_list(r, n, s, SEQ_LIST);
     case N_TUPLE: return eval_list(r, n, s, SEQ_TUPLE);

@@ -35,11 +35,11 @@
 #include "util.h"
 
 /* Limits on rendering an untrusted template. */
-#define TEMPLATE_MAX_OUTPUT ((size_t)16 << 20)      /* bytes of rendered text, and of any one string */
-#define TEMPLATE_MAX_MEMORY ((size_t)256 << 20)     /* bytes of values a render may allocate */
-#define TEMPLATE_MAX_ITERATIONS 1000000             /* loop iterations and items filtered, per render */
-#define TEMPLATE_MAX_DEPTH 1000                     /* nesting of macro calls, blocks and expressions */
-#define TEMPLATE_MAX_TEXT ((size_t)1 << 20)         /* bytes of template text */
+#define TEMPLATE_MAX_OUTPUT ((size_t)16 << 20)  /* bytes of rendered text, and of any one string */
+#define TEMPLATE_MAX_MEMORY ((size_t)256 << 20) /* bytes of values a render may allocate */
+#define TEMPLATE_MAX_ITERATIONS 1000000         /* loop iterations and items filtered, per render */
+#define TEMPLATE_MAX_DEPTH 1000                 /* nesting of macro calls, blocks and expressions */
+#define TEMPLATE_MAX_TEXT ((size_t)1 << 20)     /* bytes of template text */
 
 typedef struct Template Template;
 

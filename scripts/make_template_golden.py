@@ -561,8 +561,11 @@ def generate():
 def check(config_path, driver):
     """Renders a tokenizer_config.json's template with jinja2 and the C
     driver over every conversation and option; returns the mismatches."""
-    with open(config_path, encoding="utf-8") as f:
-        config = json.load(f)
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except OSError as e:
+        sys.exit(f"{config_path}: {e.strerror}")
     text = config["chat_template"]
     tokens = {k: config[k] for k in ("bos_token", "eos_token") if isinstance(config.get(k), str)}
     spec = {"tokens": tokens, "thinking": True, "dated": True}

@@ -149,7 +149,8 @@ static void check_case(const JsonValue *c, const JsonValue *default_vars, const 
         CHECK(!out, "%s: jinja2 fails (%s: %s), we render \"%.80s\"", name, type, message, out ? out : "");
         if (!out) {
             char prefix[64] = "template line ";
-            if (line->type == JSON_NUMBER) snprintf(prefix, sizeof prefix, "template line %lld: ", (long long)line->number.integer);
+            if (line->type == JSON_NUMBER)
+                snprintf(prefix, sizeof prefix, "template line %lld: ", (long long)line->number.integer);
             CHECK(starts_with(e.msg, prefix), "%s: error '%s' should start with '%s' (jinja2: %s)", name, e.msg, prefix,
                   message);
             if (message_must_match(type) && starts_with(e.msg, prefix)) {
@@ -206,12 +207,14 @@ static void refuse(const char *text, const char *what) {
 static void test_limits(void) {
     /* 10^10 iterations: stopped at the iteration limit */
     refuse("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "loop iterations");
-    refuse("{% for i in range(100000) %}{% for j in range(100000) %}{% if j > 5 %}{% continue %}{% endif %}x{% endfor %}{% endfor %}",
+    refuse("{% for i in range(100000) %}{% for j in range(100000) %}{% if j > 5 %}{% continue %}{% endif %}x{% endfor "
+           "%}{% endfor %}",
            "loop iterations");
     /* 100 MB of output */
     refuse("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "longer than 16 MiB");
     /* strings that double each time */
-    refuse("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "16 MiB");
+    refuse("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+           "16 MiB");
     refuse("{{ 'x' * 100000000 }}", "16 MiB");
     refuse("{{ ('x' * 1000)|center(1000000000) }}", "16 MiB");
     /* many big strings kept alive: the memory limit */
@@ -219,15 +222,18 @@ static void test_limits(void) {
            "memory");
     /* endless recursion */
     refuse("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nests deeper");
-    refuse("{% set ns = namespace() %}{% set ns.items = [ns] %}{% for x in ns.items recursive %}{{ loop(x.items) }}{% endfor %}",
+    refuse("{% set ns = namespace() %}{% set ns.items = [ns] %}{% for x in ns.items recursive %}{{ loop(x.items) }}{% "
+           "endfor %}",
            "deeper");
     /* values nested without end */
     refuse("{% set ns = namespace(t=[]) %}{% for i in range(100000) %}{% set ns.t = [ns.t] %}{% endfor %}{{ ns.t }}",
            "nested too deeply");
-    refuse("{% set ns = namespace(t=[]) %}{% for i in range(5000) %}{% set ns.t = [ns.t] %}{% endfor %}{{ ns.t == ns.t }}",
-           "nested too deeply");
-    refuse("{% set ns = namespace(t=[]) %}{% for i in range(5000) %}{% set ns.t = [ns.t] %}{% endfor %}{{ ns.t|tojson }}",
-           "nested too deeply");
+    refuse(
+        "{% set ns = namespace(t=[]) %}{% for i in range(5000) %}{% set ns.t = [ns.t] %}{% endfor %}{{ ns.t == ns.t }}",
+        "nested too deeply");
+    refuse(
+        "{% set ns = namespace(t=[]) %}{% for i in range(5000) %}{% set ns.t = [ns.t] %}{% endfor %}{{ ns.t|tojson }}",
+        "nested too deeply");
     refuse("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", "nested too deeply");
 
     /* expressions nested deeper than the parser goes */
@@ -255,8 +261,8 @@ static void test_limits(void) {
 
     /* up to the limits, all is well: 100 levels of macro recursion, 90,000 iterations */
     Error e;
-    char *out = render_json("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}done{% endif %}{% endmacro %}{{ f(30) }}",
-                            "{}", &e);
+    char *out = render_json(
+        "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}done{% endif %}{% endmacro %}{{ f(30) }}", "{}", &e);
     CHECK(out && strcmp(out, "done") == 0, "recursion 30 deep renders (%s)", out ? out : e.msg);
     free(out);
     out = render_json("{% for i in range(300) %}{% for j in range(300) %}{% endfor %}{% endfor %}ok", "{}", &e);
@@ -282,7 +288,8 @@ static void test_bad_input(void) {
     JsonDoc vars;
     parse_json(&vars, "[1, 2]");
     size_t n;
-    CHECK(template_render(t, &vars.root, NULL, &n, &e) == NULL && strstr(e.msg, "object"), "array of variables refused");
+    CHECK(template_render(t, &vars.root, NULL, &n, &e) == NULL && strstr(e.msg, "object"),
+          "array of variables refused");
     json_free(&vars);
     CHECK(template_render(t, NULL, NULL, &n, &e) == NULL, "no variables refused");
     template_free(t);
@@ -305,11 +312,12 @@ static void test_bad_input(void) {
 static void test_api(void) {
     /* one parse renders many times, each time from its variables alone */
     Error e;
-    Template *t = template_parse("{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}"
-                                 "{{ ns.n }}{{ extra }}",
-                                 strlen("{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}"
-                                        "{{ ns.n }}{{ extra }}"),
-                                 &e);
+    Template *t = template_parse(
+        "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}"
+        "{{ ns.n }}{{ extra }}",
+        strlen("{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}"
+               "{{ ns.n }}{{ extra }}"),
+        &e);
     CHECK(t != NULL, "parses");
     const char *inputs[] = {"{\"messages\": [1, 2, 3]}", "{\"messages\": [], \"extra\": \"!\"}"};
     const char *wants[] = {"3", "0!"};
