@@ -332,10 +332,16 @@ struct Dict {
     size_t index_cap;
 };
 
+/* A generator, made by a filter such as map or select. Like jinja2's,
+ * it runs when first iterated (so its errors come then, and only then),
+ * and iterates once. */
 struct Iter {
-    List *list;
-    size_t pos;
+    List *list; /* the items, once made */
+    size_t pos; /* the next item */
     const char *type_name;
+    int filter;       /* the filter that makes the items (while list is NULL) */
+    Value source;     /* what it filters */
+    const void *args; /* its arguments (an Args) */
 };
 
 /* Why a value is undefined: Jinja builds its error messages from this. */
@@ -351,6 +357,7 @@ static Value v_bool(bool b) { return (Value){.kind = V_BOOL, .b = b}; }
 static Value v_int(int64_t i) { return (Value){.kind = V_INT, .i = i}; }
 static Value v_float(double f) { return (Value){.kind = V_FLOAT, .f = f}; }
 static Value v_missing(void) { return (Value){.kind = V_MISSING}; }
+static bool given(Value v) { return v.kind != V_MISSING; }
 
 /* A str of bytes that stay alive for the render (they are not copied). */
 static Value v_str(const char *p, size_t n) { return (Value){.kind = V_STR, .ascii = all_ascii(p, n), .s = {p, n}}; }
@@ -450,23 +457,30 @@ static uint64_t hash_int(int64_t i) {
 static uint64_t hash_at(Ctx *c, Value v, int depth) {
     if (depth > TEMPLATE_MAX_DEPTH) raise_error(c, "a key is nested too deeply");
     switch (v.kind) {
-    case V_STR: return hash_bytes(v.s.p, v.s.n);
+    case V_STR:
+        return hash_bytes(v.s.p, v.s.n);
     case V_BOOL:
-    case V_INT: return hash_int(int_of(v));
+    case V_INT:
+        return hash_int(int_of(v));
     case V_FLOAT:
         if (v.f == floor(v.f) && v.f >= -9.2e18 && v.f <= 9.2e18) return hash_int((int64_t)v.f);
         return hash_bytes((const char *)&v.f, sizeof v.f);
-    case V_NONE: return 0x5bd1e995;
-    case V_UNDEFINED: return 0x1b873593;
+    case V_NONE:
+        return 0x5bd1e995;
+    case V_UNDEFINED:
+        return 0x1b873593;
     case V_LIST:
+        if (v.list->type == SEQ_RANGE) return hash_int(v.list->range[0] * 31 + v.list->range[1] * 7 + v.list->range[2]);
         if (v.list->type == SEQ_TUPLE) {
             uint64_t h = 0x345678;
             for (size_t i = 0; i < v.list->len; i++) h = (h ^ hash_at(c, v.list->items[i], depth + 1)) * 1000003;
             return h;
         }
         break;
-    case V_DICT: break;
-    default: return hash_int((int64_t)(intptr_t)v.list);
+    case V_DICT:
+        break;
+    default:
+        return hash_int((int64_t)(intptr_t)v.list);
     }
     raise_error(c, "unhashable type: '%s'", type_name(v));
 }
@@ -617,8 +631,10 @@ static bool equal_at(Ctx *c, Value a, Value b, int depth) {
     if (a.kind != b.kind) return false;
     switch (a.kind) {
     case V_UNDEFINED:
-    case V_NONE: return true;
-    case V_STR: return str_eq(a.s, b.s);
+    case V_NONE:
+        return true;
+    case V_STR:
+        return str_eq(a.s, b.s);
     case V_LIST:
         if (!seq_types_compare(a.list, b.list) || a.list->len != b.list->len) return false;
         for (size_t i = 0; i < a.list->len; i++)
@@ -636,9 +652,12 @@ static bool equal_at(Ctx *c, Value a, Value b, int depth) {
             if (!found) return false;
         }
         return true;
-    case V_FUNC: return a.func == b.func;
-    case V_METHOD: return a.method == b.method;
-    default: return a.list == b.list; /* identity for the other objects */
+    case V_FUNC:
+        return a.func == b.func;
+    case V_METHOD:
+        return a.method == b.method;
+    default:
+        return a.list == b.list; /* identity for the other objects */
     }
 }
 
@@ -680,10 +699,14 @@ static bool order_at(Ctx *c, CmpOp op, Value a, Value b, int depth) {
                     type_name(b));
     }
     switch (op) {
-    case CMP_LT: return sign < 0;
-    case CMP_LE: return sign <= 0;
-    case CMP_GT: return sign > 0;
-    default: return sign >= 0;
+    case CMP_LT:
+        return sign < 0;
+    case CMP_LE:
+        return sign <= 0;
+    case CMP_GT:
+        return sign > 0;
+    default:
+        return sign >= 0;
     }
 }
 
@@ -696,21 +719,36 @@ static const char *const seq_type_names[] = {"list", "tuple", "range", "dict_ite
 /* Python's type(v).__name__. */
 static const char *type_name(Value v) {
     switch (v.kind) {
-    case V_UNDEFINED: return "Undefined";
-    case V_NONE: return "NoneType";
-    case V_BOOL: return "bool";
-    case V_INT: return "int";
-    case V_FLOAT: return "float";
-    case V_STR: return v.markup ? "Markup" : "str";
-    case V_LIST: return seq_type_names[v.list->type];
-    case V_DICT: return "dict";
-    case V_ITER: return v.iter->type_name;
-    case V_NAMESPACE: return "Namespace";
-    case V_LOOP: return "LoopContext";
-    case V_MACRO: return "Macro";
-    case V_FUNC: return v.func == FUNC_RANGE || v.func == FUNC_DICT ? "type" : "function";
-    case V_METHOD: return "builtin_function_or_method";
-    default: return "object";
+    case V_UNDEFINED:
+        return "Undefined";
+    case V_NONE:
+        return "NoneType";
+    case V_BOOL:
+        return "bool";
+    case V_INT:
+        return "int";
+    case V_FLOAT:
+        return "float";
+    case V_STR:
+        return v.markup ? "Markup" : "str";
+    case V_LIST:
+        return seq_type_names[v.list->type];
+    case V_DICT:
+        return "dict";
+    case V_ITER:
+        return v.iter->type_name;
+    case V_NAMESPACE:
+        return "Namespace";
+    case V_LOOP:
+        return "LoopContext";
+    case V_MACRO:
+        return "Macro";
+    case V_FUNC:
+        return v.func == FUNC_RANGE || v.func == FUNC_DICT ? "type" : "function";
+    case V_METHOD:
+        return "builtin_function_or_method";
+    default:
+        return "object";
     }
 }
 
@@ -900,9 +938,15 @@ static void write_value(Render *r, Buf *b, Value v, bool repr, int depth) {
     case V_UNDEFINED:
         if (repr) buf_adds(b, "Undefined");
         break;
-    case V_NONE: buf_adds(b, "None"); break;
-    case V_BOOL: buf_adds(b, v.b ? "True" : "False"); break;
-    case V_INT: buf_addf(b, "%" PRId64, v.i); break;
+    case V_NONE:
+        buf_adds(b, "None");
+        break;
+    case V_BOOL:
+        buf_adds(b, v.b ? "True" : "False");
+        break;
+    case V_INT:
+        buf_addf(b, "%" PRId64, v.i);
+        break;
     case V_FLOAT:
         format_float(tmp, v.f);
         buf_adds(b, tmp);
@@ -942,15 +986,23 @@ static void write_value(Render *r, Buf *b, Value v, bool repr, int depth) {
             buf_adds(b, "])");
         }
         break;
-    case V_DICT: write_dict(r, b, v.dict, depth); break;
+    case V_DICT:
+        write_dict(r, b, v.dict, depth);
+        break;
     case V_NAMESPACE:
         buf_adds(b, "<Namespace ");
         write_dict(r, b, v.dict, depth);
         buf_addc(b, '>');
         break;
-    case V_ITER: buf_addf(b, "<%s object>", v.iter->type_name); break;
-    case V_LOOP: buf_addf(b, "<LoopContext %zu/%zu>", v.loop->index0 + 1, loop_length(r, v.loop)); break;
-    case V_MACRO: buf_addf(b, "<Macro '%s'>", macro_name(v.macro)); break;
+    case V_ITER:
+        buf_addf(b, "<%s object>", v.iter->type_name);
+        break;
+    case V_LOOP:
+        buf_addf(b, "<LoopContext %zu/%zu>", v.loop->index0 + 1, loop_length(r, v.loop));
+        break;
+    case V_MACRO:
+        buf_addf(b, "<Macro '%s'>", macro_name(v.macro));
+        break;
     case V_FUNC: {
         static const char *const names[] = {"<class 'range'>", "<class 'dict'>", "<class 'jinja2.utils.Namespace'>",
                                             "<function raise_exception>", "<function strftime_now>"};
@@ -964,7 +1016,8 @@ static void write_value(Render *r, Buf *b, Value v, bool repr, int depth) {
         buf_addf(b, "%s>", what);
         break;
     }
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -1028,11 +1081,21 @@ static void sort_values(Ctx *c, Value *keys, size_t *order, size_t n, bool rever
 static void json_dump(Ctx *c, Buf *b, Value v, const JsonStyle *st, int level) {
     if (level > TEMPLATE_MAX_DEPTH) raise_error(c, "a value is nested too deeply for tojson");
     switch (v.kind) {
-    case V_NONE: buf_adds(b, "null"); return;
-    case V_BOOL: buf_adds(b, v.b ? "true" : "false"); return;
-    case V_INT: buf_addf(b, "%" PRId64, v.i); return;
-    case V_FLOAT: json_float(b, v.f); return;
-    case V_STR: json_str(b, v.s, st->ensure_ascii); return;
+    case V_NONE:
+        buf_adds(b, "null");
+        return;
+    case V_BOOL:
+        buf_adds(b, v.b ? "true" : "false");
+        return;
+    case V_INT:
+        buf_addf(b, "%" PRId64, v.i);
+        return;
+    case V_FLOAT:
+        json_float(b, v.f);
+        return;
+    case V_STR:
+        json_str(b, v.s, st->ensure_ascii);
+        return;
     case V_LIST:
         if (v.list->type != SEQ_LIST && v.list->type != SEQ_TUPLE) break;
         if (v.list->len == 0) {
@@ -1078,7 +1141,8 @@ static void json_dump(Ctx *c, Buf *b, Value v, const JsonStyle *st, int level) {
         buf_addc(b, '}');
         return;
     }
-    default: break;
+    default:
+        break;
     }
     raise_error(c, "Object of type %s is not JSON serializable", type_name(v));
 }
@@ -1173,10 +1237,13 @@ typedef struct {
     size_t line_pos;
     Token *toks;
     size_t n_toks, cap_toks;
-    int depth;  /* nesting of expressions and blocks */
-    bool soft;  /* inside an if: an unknown filter or test fails only when run */
-    int loops;  /* for loops around the statement (break and continue need one) */
-    int macros; /* macros around the statement */
+    int depth;        /* nesting of expressions and blocks */
+    bool soft;        /* inside an if: an unknown filter or test fails only when run */
+    int loops;        /* for loops around the statement (break and continue need one) */
+    int macros;       /* macros around the statement */
+    char unknown[96]; /* the first unknown filter or test, reported after parsing */
+    int unknown_line;
+    size_t unknown_pos; /* and its token */
 } Parser;
 
 /* The line of src[pos] (positions are asked for in increasing order). */
@@ -1446,17 +1513,38 @@ static Str decode_string(Parser *p, size_t at, const char *s, size_t n) {
             continue;
         }
         switch (c) {
-        case '\n': break;
-        case '\\': buf_addc(&b, '\\'); break;
-        case '\'': buf_addc(&b, '\''); break;
-        case '"': buf_addc(&b, '"'); break;
-        case 'a': buf_addc(&b, '\a'); break;
-        case 'b': buf_addc(&b, '\b'); break;
-        case 'f': buf_addc(&b, '\f'); break;
-        case 'n': buf_addc(&b, '\n'); break;
-        case 'r': buf_addc(&b, '\r'); break;
-        case 't': buf_addc(&b, '\t'); break;
-        case 'v': buf_addc(&b, '\v'); break;
+        case '\n':
+            break;
+        case '\\':
+            buf_addc(&b, '\\');
+            break;
+        case '\'':
+            buf_addc(&b, '\'');
+            break;
+        case '"':
+            buf_addc(&b, '"');
+            break;
+        case 'a':
+            buf_addc(&b, '\a');
+            break;
+        case 'b':
+            buf_addc(&b, '\b');
+            break;
+        case 'f':
+            buf_addc(&b, '\f');
+            break;
+        case 'n':
+            buf_addc(&b, '\n');
+            break;
+        case 'r':
+            buf_addc(&b, '\r');
+            break;
+        case 't':
+            buf_addc(&b, '\t');
+            break;
+        case 'v':
+            buf_addc(&b, '\v');
+            break;
         case 'x':
         case 'u':
         case 'U': {
@@ -1481,7 +1569,8 @@ static Str decode_string(Parser *p, size_t at, const char *s, size_t n) {
             i += want;
             break;
         }
-        case 'N': lex_error(p, at, "\\N{...} escapes are not supported");
+        case 'N':
+            lex_error(p, at, "\\N{...} escapes are not supported");
         default:
             if (c >= '0' && c <= '7') {
                 uint32_t v = c - '0';
@@ -2073,6 +2162,15 @@ struct Node {
     Node *a, *b, *c, *d;
     Nodes list;
     Nodes kw;
+    /* The body of N_FOR, N_MACRO, N_WITH, N_SETBLOCK and N_FILTERBLOCK, and
+     * a for loop's else (d), run in a frame of their own: these are the names
+     * it sets that start undefined (see analyse_frame). */
+    const int *locals;
+    size_t n_locals;
+    /* An expression made of literals only: jinja2 evaluates it when it
+     * compiles the template, and keeps the value if it can (see
+     * eval_constant). print_root: the whole of a {{ }}. */
+    bool constant, print_root;
 };
 
 /* Names every template knows, interned first so their ids are fixed. */
@@ -2094,6 +2192,8 @@ static const char *const predefined_names[] = {"loop", "varargs",   "kwargs",   
 struct Template {
     Chunk *chunks; /* every node and string */
     Nodes body;
+    const int *locals; /* the names the template's top level sets that start undefined */
+    size_t n_locals;
     Str *names; /* interned names, by id */
     size_t n_names, cap_names;
     uint32_t *name_index; /* hash index: id + 1 per bucket */
@@ -2267,8 +2367,11 @@ static Node *parse_unary(Parser *p, bool with_filter);
 static Node *parse_condexpr(Parser *p) {
     int wraps = 0;
     int line = cur(p)->line;
+    size_t start = p->pos;
     Node *expr1 = parse_expression(p, false);
     bool soft = p->soft;
+    /* `a if b`: a counts as inside an if too */
+    if (at_name(p, "if") && p->unknown[0] && p->unknown_pos >= start) p->unknown[0] = '\0';
     while (skip_name(p, "if")) {
         wrap(p, &wraps);
         p->soft = true; /* a filter that does not exist fails only if it is run */
@@ -2574,6 +2677,24 @@ static Node *parse_subscribed(Parser *p) {
     return n;
 }
 
+/* Marks the expressions made of literals only (no names, no calls, no
+ * filters that see the context); returns whether n is one. */
+static bool mark_constants(Node *n) {
+    if (!n) return true;
+    bool constant = n->type < N_TEXT && n->type != N_NAME && n->type != N_CALL;
+    if (n->type == N_FILTER && (!n->a || n->op < 0 || n->op == FI_MAP || n->op == FI_SELECT || n->op == FI_REJECT ||
+                                n->op == FI_SELECTATTR || n->op == FI_REJECTATTR || n->op == FI_UNSUPPORTED))
+        constant = false;
+    if (n->type == N_TEST && n->op < 0) constant = false;
+    Node *children[4] = {n->a, n->b, n->c, n->d};
+    for (int i = 0; i < 4; i++) constant &= mark_constants(children[i]);
+    for (size_t i = 0; i < n->list.n; i++) constant &= mark_constants(n->list.at[i]);
+    for (size_t i = 0; i < n->kw.n; i++) constant &= mark_constants(n->kw.at[i]);
+    n->constant = constant && n->type != N_CONST && n->type != N_SLICE && n->type != N_PAIR && n->type != N_KEYWORD &&
+                  n->type != N_OPERAND;
+    return constant;
+}
+
 static Node *parse_subscript(Parser *p, Node *node) {
     Token *t = advance(p);
     if (t->type == T_OP && t->op == OP_DOT) {
@@ -2661,6 +2782,16 @@ static Node *parse_postfix(Parser *p, Node *node) {
     return node;
 }
 
+/* Notes a filter or test that does not exist outside an if (where it
+ * fails only when run). jinja2 reports it when compiling, after parsing:
+ * a syntax error further on comes first. */
+static void unknown_name(Parser *p, int line, const char *what, Str name) {
+    if (p->unknown[0]) return;
+    snprintf(p->unknown, sizeof p->unknown, "no %s named '%.*s'", what, (int)(name.n < 64 ? name.n : 64), name.p);
+    p->unknown_line = line;
+    p->unknown_pos = p->pos;
+}
+
 /* A dotted filter or test name, "name" or "a.b". */
 static Str parse_dotted_name(Parser *p) {
     Token *t = expect_type(p, T_NAME);
@@ -2688,8 +2819,7 @@ static Node *parse_filter(Parser *p, Node *node, bool start_inline) {
         n->a = node;
         n->value = v_str(name.p, name.n);
         n->op = find_filter(name);
-        if (n->op < 0 && !p->soft)
-            raise_at(&p->c, line, "no filter named '%.*s'", (int)(name.n < 64 ? name.n : 64), name.p);
+        if (n->op < 0 && !p->soft) unknown_name(p, line, "filter", name);
         if (at_op(p, OP_LPAREN)) parse_call_args(p, n);
         node = n;
         start_inline = false;
@@ -2706,8 +2836,7 @@ static Node *parse_test(Parser *p, Node *node) {
     n->a = node;
     n->value = v_str(name.p, name.n);
     n->op = find_test(name);
-    if (n->op < 0 && !p->soft)
-        raise_at(&p->c, is->line, "no test named '%.*s'", (int)(name.n < 64 ? name.n : 64), name.p);
+    if (n->op < 0 && !p->soft) unknown_name(p, is->line, "test", name);
     Token *t = cur(p);
     if (is_op(t, OP_LPAREN)) parse_call_args(p, n);
     else if ((t->type == T_NAME || t->type == T_STRING || t->type == T_INT || t->type == T_FLOAT ||
@@ -2780,6 +2909,24 @@ static Node *parse_assign_target(Parser *p, bool with_tuple, bool name_only, con
     return target;
 }
 
+static bool target_has_loop(const Node *target) {
+    if (target->type == N_NAME) return target->name == NAME_LOOP;
+    for (size_t i = 0; i < target->list.n; i++)
+        if (target->type == N_TUPLE && target_has_loop(target->list.at[i])) return true;
+    return false;
+}
+
+/* Whether a statement (or one inside it) assigns to the name `loop`. */
+static bool sets_loop(const Node *n) {
+    if (!n) return false;
+    if ((n->type == N_SET || n->type == N_SETBLOCK || n->type == N_FOR) && target_has_loop(n->a)) return true;
+    for (size_t i = 0; i < n->kw.n; i++)
+        if (n->type == N_WITH && target_has_loop(n->kw.at[i]->a)) return true;
+    for (size_t i = 0; i < n->list.n; i++)
+        if (n->list.at[i]->type >= N_TEXT && sets_loop(n->list.at[i])) return true;
+    return (n->b && n->b->type >= N_TEXT && sets_loop(n->b)) || (n->d && sets_loop(n->d));
+}
+
 static Node *parse_for(Parser *p) {
     Node *n = new_node(p, N_FOR, expect_name(p, "for")->line);
     n->a = parse_assign_target(p, true, false, "in", false);
@@ -2802,6 +2949,7 @@ static Node *parse_for(Parser *p) {
         p->loops = loops;
     }
     p->soft = soft;
+    if (sets_loop(n)) raise_at(&p->c, n->line, "can't assign to the special loop variable in a for loop");
     return n;
 }
 
@@ -2958,8 +3106,9 @@ static Node *parse_statement(Parser *p) {
         if (p->loops == 0) raise_at(&p->c, t->line, "'%.*s' outside loop", (int)t->s.n, t->s.p);
         n = new_node(p, is_name(t, "break") ? N_BREAK : N_CONTINUE, advance(p)->line);
     } else if (is_name(t, "generation")) {
-        /* transformers' {% generation %} marks assistant text; it renders its body */
-        n = new_node(p, N_BODY, advance(p)->line);
+        /* transformers' {% generation %} marks assistant text; it renders its
+         * body (in a frame of its own, as a call block's) */
+        n = new_node(p, N_WITH, advance(p)->line);
         static const char *const ends[] = {"endgeneration", NULL};
         n->list = parse_statements(p, ends, true);
     } else if (is_name(t, "call") || is_name(t, "block") || is_name(t, "extends") || is_name(t, "include") ||
@@ -2970,6 +3119,273 @@ static Node *parse_statement(Parser *p) {
     }
     p->depth--;
     return n;
+}
+
+/* ---- which names start undefined ----
+ *
+ * jinja2 decides at compile time where each variable lives (its
+ * idtracking): every frame (the template, a loop body, a macro, ...) owns
+ * the names its own statements set, and a name it sets without having read
+ * it first, and that no enclosing frame owns, starts undefined when the
+ * frame starts, even if a variable of that name was passed in. So
+ *   {% for m in messages %}{{ n }}{% endfor %}{% set n = 5 %}
+ * prints nothing for n: the loop reads the template's n before it is set.
+ * Everything else scoping does follows from looking names up frame by
+ * frame, innermost first; this analysis only finds those names. */
+
+typedef enum { REF_RESOLVE, REF_ALIAS, REF_UNDEFINED, REF_PARAM } RefKind;
+
+typedef struct Symbols Symbols;
+struct Symbols {
+    const Symbols *parent;
+    int *names; /* the frame's names and how each starts */
+    uint8_t *kinds;
+    size_t n, cap;
+    int *stores; /* the names it sets */
+    size_t n_stores, cap_stores;
+};
+
+static ptrdiff_t sym_find_own(const Symbols *s, int name) {
+    for (size_t i = 0; i < s->n; i++)
+        if (s->names[i] == name) return (ptrdiff_t)i;
+    return -1;
+}
+
+static bool sym_has_ref(const Symbols *s, int name) {
+    for (; s; s = s->parent)
+        if (sym_find_own(s, name) >= 0) return true;
+    return false;
+}
+
+static void sym_define(Parser *p, Symbols *s, int name, RefKind kind) {
+    ptrdiff_t i = sym_find_own(s, name);
+    if (i >= 0) {
+        s->kinds[i] = (uint8_t)kind;
+        return;
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        int *names = alloc_array(&p->c, cap, sizeof *names);
+        uint8_t *kinds = alloc_array(&p->c, cap, sizeof *kinds);
+        if (s->n) {
+            memcpy(names, s->names, s->n * sizeof *names);
+            memcpy(kinds, s->kinds, s->n * sizeof *kinds);
+        }
+        s->names = names;
+        s->kinds = kinds;
+        s->cap = cap;
+    }
+    s->names[s->n] = name;
+    s->kinds[s->n++] = (uint8_t)kind;
+}
+
+static bool sym_stored(const Symbols *s, int name) {
+    for (size_t i = 0; i < s->n_stores; i++)
+        if (s->stores[i] == name) return true;
+    return false;
+}
+
+static void sym_add_store(Parser *p, Symbols *s, int name) {
+    if (sym_stored(s, name)) return;
+    if (s->n_stores == s->cap_stores) {
+        size_t cap = s->cap_stores ? s->cap_stores * 2 : 8;
+        int *stores = alloc_array(&p->c, cap, sizeof *stores);
+        if (s->n_stores) memcpy(stores, s->stores, s->n_stores * sizeof *stores);
+        s->stores = stores;
+        s->cap_stores = cap;
+    }
+    s->stores[s->n_stores++] = name;
+}
+
+static void sym_load(Parser *p, Symbols *s, int name) {
+    if (!sym_has_ref(s, name)) sym_define(p, s, name, REF_RESOLVE);
+}
+
+static void sym_store(Parser *p, Symbols *s, int name) {
+    sym_add_store(p, s, name);
+    if (sym_find_own(s, name) >= 0) return;
+    sym_define(p, s, name, s->parent && sym_has_ref(s->parent, name) ? REF_ALIAS : REF_UNDEFINED);
+}
+
+static void sym_param(Parser *p, Symbols *s, int name) {
+    sym_add_store(p, s, name);
+    sym_define(p, s, name, REF_PARAM);
+}
+
+static Symbols sym_copy(Parser *p, const Symbols *s) {
+    Symbols c = *s;
+    c.names = alloc_array(&p->c, s->cap ? s->cap : 1, sizeof *c.names);
+    c.kinds = alloc_array(&p->c, s->cap ? s->cap : 1, sizeof *c.kinds);
+    c.stores = alloc_array(&p->c, s->cap_stores ? s->cap_stores : 1, sizeof *c.stores);
+    if (s->n) {
+        memcpy(c.names, s->names, s->n * sizeof *c.names);
+        memcpy(c.kinds, s->kinds, s->n * sizeof *c.kinds);
+    }
+    if (s->n_stores) memcpy(c.stores, s->stores, s->n_stores * sizeof *c.stores);
+    return c;
+}
+
+/* After an if: the branches' names join the frame's; a name that only
+ * some branches set starts as the outer one (or from the variables) rather
+ * than undefined. */
+static void sym_branch_update(Parser *p, Symbols *s, Symbols *branches, int n_branches) {
+    for (int b = 0; b < n_branches; b++)
+        for (size_t i = 0; i < branches[b].n; i++)
+            sym_define(p, s, branches[b].names[i], (RefKind)branches[b].kinds[i]);
+    for (int b = 0; b < n_branches; b++)
+        for (size_t i = 0; i < branches[b].n_stores; i++) {
+            int name = branches[b].stores[i];
+            if (sym_stored(s, name)) continue;
+            int count = 0;
+            for (int k = 0; k < n_branches; k++) count += sym_stored(&branches[k], name);
+            sym_add_store(p, s, name);
+            if (count == n_branches) continue;
+            sym_define(p, s, name, s->parent && sym_has_ref(s->parent, name) ? REF_ALIAS : REF_RESOLVE);
+        }
+}
+
+static void sym_expr(Parser *p, Symbols *s, const Node *n) {
+    if (!n) return;
+    if (n->type == N_NAME) {
+        sym_load(p, s, n->name);
+        return;
+    }
+    sym_expr(p, s, n->a);
+    sym_expr(p, s, n->b);
+    sym_expr(p, s, n->c);
+    sym_expr(p, s, n->d);
+    for (size_t i = 0; i < n->list.n; i++) sym_expr(p, s, n->list.at[i]);
+    for (size_t i = 0; i < n->kw.n; i++) sym_expr(p, s, n->kw.at[i]);
+}
+
+static void sym_target(Parser *p, Symbols *s, const Node *target, bool param) {
+    if (target->type == N_NSREF) sym_load(p, s, target->name);
+    else if (target->type == N_NAME) {
+        if (param) sym_param(p, s, target->name);
+        else sym_store(p, s, target->name);
+    } else
+        for (size_t i = 0; i < target->list.n; i++) sym_target(p, s, target->list.at[i], param);
+}
+
+static void sym_statements(Parser *p, Symbols *s, Nodes body);
+
+static void sym_if(Parser *p, Symbols *s, const Node *n) {
+    sym_expr(p, s, n->a);
+    Symbols branches[3] = {sym_copy(p, s), sym_copy(p, s), sym_copy(p, s)};
+    sym_statements(p, &branches[0], n->list);
+    const Node *rest = n->b;
+    for (; rest && rest->type == N_IF; rest = rest->b) {
+        /* each elif is an if of its own, inside the elifs' branch */
+        sym_expr(p, &branches[1], rest->a);
+        Symbols inner[3] = {sym_copy(p, &branches[1]), sym_copy(p, &branches[1]), sym_copy(p, &branches[1])};
+        sym_statements(p, &inner[0], rest->list);
+        sym_branch_update(p, &branches[1], inner, 3);
+    }
+    if (rest) sym_statements(p, &branches[2], rest->list);
+    sym_branch_update(p, s, branches, 3);
+}
+
+/* One statement of a frame: its own names (child frames only show the
+ * expressions evaluated in this one). */
+static void sym_statement(Parser *p, Symbols *s, const Node *n) {
+    switch (n->type) {
+    case N_PRINT:
+        sym_expr(p, s, n->a);
+        break;
+    case N_IF:
+        sym_if(p, s, n);
+        break;
+    case N_FOR:
+        sym_expr(p, s, n->b);
+        break;
+    case N_SET:
+        sym_expr(p, s, n->b);
+        sym_target(p, s, n->a, false);
+        break;
+    case N_SETBLOCK:
+        sym_target(p, s, n->a, false);
+        break;
+    case N_MACRO:
+        sym_store(p, s, n->name);
+        break;
+    case N_WITH:
+        for (size_t i = 0; i < n->kw.n; i++) sym_expr(p, s, n->kw.at[i]->b);
+        break;
+    case N_FILTERBLOCK:
+        sym_expr(p, s, n->b);
+        break;
+    case N_BODY:
+        sym_statements(p, s, n->list);
+        break;
+    default:
+        break;
+    }
+}
+
+static void sym_statements(Parser *p, Symbols *s, Nodes body) {
+    for (size_t i = 0; i < body.n; i++) sym_statement(p, s, body.at[i]);
+}
+
+/* The names of s that start undefined, as an array for the frame's node. */
+static const int *undefined_names(Parser *p, const Symbols *s, size_t *n) {
+    int *names = alloc_array(&p->c, s->n ? s->n : 1, sizeof *names);
+    *n = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->kinds[i] == REF_UNDEFINED) names[(*n)++] = s->names[i];
+    return names;
+}
+
+static void analyse_children(Parser *p, const Symbols *s, Nodes body);
+
+/* Analyses one frame: its params, its body; records the names that start
+ * undefined in *locals, then does the frames inside it. */
+static void analyse_frame(Parser *p, const Symbols *parent, const Node *params, const Node *param_list, bool loop_frame,
+                          Nodes body, const int **locals, size_t *n_locals) {
+    Symbols s = {.parent = parent};
+    if (params) sym_target(p, &s, params, true);
+    for (size_t i = 0; param_list && i < param_list->kw.n; i++) {
+        const Node *param = param_list->kw.at[i];
+        if (param_list->type == N_MACRO) sym_param(p, &s, param->name);
+        else sym_target(p, &s, param->a, true); /* N_WITH: its targets */
+    }
+    if (param_list && param_list->type == N_MACRO) {
+        for (size_t i = 0; i < param_list->kw.n; i++) sym_expr(p, &s, param_list->kw.at[i]->a);
+        if (param_list->op & MACRO_VARARGS) sym_param(p, &s, NAME_VARARGS);
+        if (param_list->op & MACRO_KWARGS) sym_param(p, &s, NAME_KWARGS);
+    }
+    if (loop_frame) sym_param(p, &s, NAME_LOOP);
+    sym_statements(p, &s, body);
+    *locals = undefined_names(p, &s, n_locals);
+    analyse_children(p, &s, body);
+}
+
+/* Finds the frames in a frame's statements (through its ifs) and analyses them. */
+static void analyse_children(Parser *p, const Symbols *s, Nodes body) {
+    for (size_t i = 0; i < body.n; i++) {
+        Node *n = body.at[i];
+        switch (n->type) {
+        case N_IF:
+            for (Node *branch = n; branch; branch = branch->b) analyse_children(p, s, branch->list);
+            break;
+        case N_BODY:
+            analyse_children(p, s, n->list);
+            break;
+        case N_FOR:
+            analyse_frame(p, s, n->a, NULL, true, n->list, &n->locals, &n->n_locals);
+            if (n->d) analyse_frame(p, s, NULL, NULL, false, n->d->list, &n->d->locals, &n->d->n_locals);
+            break;
+        case N_MACRO:
+        case N_WITH:
+            analyse_frame(p, s, NULL, n, false, n->list, &n->locals, &n->n_locals);
+            break;
+        case N_SETBLOCK:
+        case N_FILTERBLOCK:
+            analyse_frame(p, s, NULL, NULL, false, n->list, &n->locals, &n->n_locals);
+            break;
+        default:
+            break;
+        }
+    }
 }
 
 static bool is_end_name(const Token *t, const char *const *end_names) {
@@ -2996,6 +3412,7 @@ static Nodes subparse(Parser *p, const char *const *end_names) {
             Node *n = new_node(p, N_PRINT, cur(p)->line);
             n->a = parse_tuple(p, false, true, NULL, false);
             n->line = n->a->line;
+            n->a->print_root = true;
             nodes_push(p, &body, n);
             expect_type(p, T_VAR_END);
         } else if (t->type == T_BLOCK_BEGIN) {
@@ -3047,6 +3464,7 @@ struct Render {
     int depth;         /* nesting of macro calls, blocks and expressions */
     struct tm now;     /* for strftime_now */
     long microseconds;
+    bool folding; /* evaluating a constant expression (eval_constant) */
 };
 
 typedef enum { FLOW_NORMAL, FLOW_BREAK, FLOW_CONTINUE } Flow;
@@ -3077,6 +3495,17 @@ static void scope_set(Render *r, Scope *s, int name, Value v) {
     }
     s->names[s->n] = name;
     s->vals[s->n++] = v;
+}
+
+/* A frame's names that start undefined (see analyse_frame). */
+static void declare_locals(Render *r, Scope *s, const int *locals, size_t n) {
+    for (size_t i = 0; i < n; i++) scope_set(r, s, locals[i], undefined_named(&r->c, r->t->names[locals[i]]));
+}
+
+static Scope *new_frame(Render *r, Scope *parent, const Node *n) {
+    Scope *s = new_scope(r, parent);
+    declare_locals(r, s, n->locals, n->n_locals);
+    return s;
 }
 
 static Value lookup(Render *r, Scope *s, int name) {
@@ -3122,14 +3551,22 @@ static noreturn void raise_undefined(Ctx *c, Value v) {
 static bool truthy(Value v) {
     switch (v.kind) {
     case V_UNDEFINED:
-    case V_NONE: return false;
-    case V_BOOL: return v.b;
-    case V_INT: return v.i != 0;
-    case V_FLOAT: return v.f != 0;
-    case V_STR: return v.s.n > 0;
-    case V_LIST: return v.list->len > 0;
-    case V_DICT: return v.dict->len > 0;
-    default: return true;
+    case V_NONE:
+        return false;
+    case V_BOOL:
+        return v.b;
+    case V_INT:
+        return v.i != 0;
+    case V_FLOAT:
+        return v.f != 0;
+    case V_STR:
+        return v.s.n > 0;
+    case V_LIST:
+        return v.list->len > 0;
+    case V_DICT:
+        return v.dict->len > 0;
+    default:
+        return true;
     }
 }
 
@@ -3154,12 +3591,23 @@ static Value html_escape(Render *r, Value v) {
     Buf b = {.c = &r->c};
     for (size_t i = 0; i < s.n; i++) {
         switch (s.p[i]) {
-        case '&': buf_adds(&b, "&amp;"); break;
-        case '<': buf_adds(&b, "&lt;"); break;
-        case '>': buf_adds(&b, "&gt;"); break;
-        case '"': buf_adds(&b, "&#34;"); break;
-        case '\'': buf_adds(&b, "&#39;"); break;
-        default: buf_addc(&b, s.p[i]);
+        case '&':
+            buf_adds(&b, "&amp;");
+            break;
+        case '<':
+            buf_adds(&b, "&lt;");
+            break;
+        case '>':
+            buf_adds(&b, "&gt;");
+            break;
+        case '"':
+            buf_adds(&b, "&#34;");
+            break;
+        case '\'':
+            buf_adds(&b, "&#39;");
+            break;
+        default:
+            buf_addc(&b, s.p[i]);
         }
     }
     return markup(buf_value(&b));
@@ -3199,6 +3647,8 @@ static void sort_values(Ctx *c, Value *keys, size_t *order, size_t n, bool rever
 
 /* ---- iterating ---- */
 
+static List *generator_items(Render *r, Iter *it);
+
 /* The characters of a str, each a str. */
 static List *str_chars(Render *r, Value v) {
     size_t n = v.ascii ? v.s.n : count_chars(v.s.p, v.s.n);
@@ -3217,22 +3667,29 @@ static List *str_chars(Render *r, Value v) {
  * an undefined value, what is left of a generator. */
 static Value *iterate(Render *r, Value v, size_t *n) {
     switch (v.kind) {
-    case V_LIST: *n = v.list->len; return v.list->items;
-    case V_DICT: *n = v.dict->len; return v.dict->keys;
+    case V_LIST:
+        *n = v.list->len;
+        return v.list->items;
+    case V_DICT:
+        *n = v.dict->len;
+        return v.dict->keys;
     case V_STR: {
         List *l = str_chars(r, v);
         *n = l->len;
         return l->items;
     }
-    case V_UNDEFINED: *n = 0; return NULL;
+    case V_UNDEFINED:
+        *n = 0;
+        return NULL;
     case V_ITER: {
-        Iter *it = v.iter;
-        *n = it->list->len - it->pos;
-        Value *items = it->list->items + it->pos;
-        it->pos = it->list->len;
+        List *l = generator_items(r, v.iter);
+        *n = l->len - v.iter->pos;
+        Value *items = *n ? l->items + v.iter->pos : NULL;
+        v.iter->pos = l->len;
         return items;
     }
-    default: raise_error(&r->c, "'%s' object is not iterable", type_name(v));
+    default:
+        raise_error(&r->c, "'%s' object is not iterable", type_name(v));
     }
 }
 
@@ -3255,12 +3712,18 @@ static Value new_iter(Render *r, List *l, const char *type_name) {
 /* Python's len(v). */
 static size_t length_of(Render *r, Value v) {
     switch (v.kind) {
-    case V_STR: return v.ascii ? v.s.n : count_chars(v.s.p, v.s.n);
-    case V_LIST: return v.list->len;
-    case V_DICT: return v.dict->len;
-    case V_UNDEFINED: return 0;
-    case V_LOOP: return loop_length(r, v.loop);
-    default: raise_error(&r->c, "object of type '%s' has no len()", type_name(v));
+    case V_STR:
+        return v.ascii ? v.s.n : count_chars(v.s.p, v.s.n);
+    case V_LIST:
+        return v.list->len;
+    case V_DICT:
+        return v.dict->len;
+    case V_UNDEFINED:
+        return 0;
+    case V_LOOP:
+        return loop_length(r, v.loop);
+    default:
+        raise_error(&r->c, "object of type '%s' has no len()", type_name(v));
     }
 }
 
@@ -3268,13 +3731,20 @@ static size_t length_of(Render *r, Value v) {
 
 static const char *binop_symbol(OpId op) {
     switch (op) {
-    case OP_ADD: return "+";
-    case OP_SUB: return "-";
-    case OP_MUL: return "*";
-    case OP_DIV: return "/";
-    case OP_FLOORDIV: return "//";
-    case OP_MOD: return "%";
-    default: return "** or pow()";
+    case OP_ADD:
+        return "+";
+    case OP_SUB:
+        return "-";
+    case OP_MUL:
+        return "*";
+    case OP_DIV:
+        return "/";
+    case OP_FLOORDIV:
+        return "//";
+    case OP_MOD:
+        return "%";
+    default:
+        return "** or pow()";
     }
 }
 
@@ -3336,7 +3806,7 @@ static Value arith_int(Render *r, OpId op, int64_t x, int64_t y) {
         return v_float((double)x / (double)y);
     case OP_FLOORDIV:
     case OP_MOD: {
-        if (y == 0) raise_error(&r->c, "integer division or modulo by zero");
+        if (y == 0) raise_error(&r->c, op == OP_MOD ? "integer modulo by zero" : "integer division or modulo by zero");
         if (x == INT64_MIN && y == -1) {
             if (op == OP_MOD) return v_int(0);
             raise_overflow(r);
@@ -3366,9 +3836,12 @@ static Value arith_int(Render *r, OpId op, int64_t x, int64_t y) {
 static Value arith_float(Render *r, OpId op, double x, double y) {
     double d, m;
     switch (op) {
-    case OP_ADD: return v_float(x + y);
-    case OP_SUB: return v_float(x - y);
-    case OP_MUL: return v_float(x * y);
+    case OP_ADD:
+        return v_float(x + y);
+    case OP_SUB:
+        return v_float(x - y);
+    case OP_MUL:
+        return v_float(x * y);
     case OP_DIV:
         if (y == 0) raise_error(&r->c, "float division by zero");
         return v_float(x / y);
@@ -3388,6 +3861,7 @@ static Value arith_float(Render *r, OpId op, double x, double y) {
 
 /* Python's a op b for + - * / // % ** (after Jinja's Undefined checks). */
 static Value arith(Render *r, OpId op, Value a, Value b) {
+    if (op == OP_MOD && is_str(a)) return format_percent(r, a, b);
     if (a.kind == V_UNDEFINED) raise_undefined(&r->c, a);
     if (b.kind == V_UNDEFINED) raise_undefined(&r->c, b);
     if (is_number(a) && is_number(b)) {
@@ -3424,10 +3898,9 @@ static Value arith(Render *r, OpId op, Value a, Value b) {
         bool b_seq = is_str(b) || is_seq(b, SEQ_LIST) || is_seq(b, SEQ_TUPLE);
         if (a_seq && is_integer(b)) return repeat_seq(r, a, int_of(b));
         if (b_seq && is_integer(a)) return repeat_seq(r, b, int_of(a));
-        if (a_seq && !b_seq) raise_error(&r->c, "can't multiply sequence by non-int of type '%s'", type_name(b));
-        if (b_seq && !a_seq) raise_error(&r->c, "can't multiply sequence by non-int of type '%s'", type_name(a));
+        if (a_seq) raise_error(&r->c, "can't multiply sequence by non-int of type '%s'", type_name(b));
+        if (b_seq) raise_error(&r->c, "can't multiply sequence by non-int of type '%s'", type_name(a));
     }
-    if (op == OP_MOD && is_str(a)) return format_percent(r, a, b);
     raise_error(&r->c, "unsupported operand type(s) for %s: '%s' and '%s'", binop_symbol(op), type_name(a),
                 type_name(b));
 }
@@ -3453,25 +3926,34 @@ static bool contains(Render *r, Value container, Value item) {
         for (size_t i = 0; i < container.list->len; i++)
             if (py_equal(&r->c, container.list->items[i], item)) return true;
         return false;
-    case V_DICT: return dict_get(&r->c, container.dict, item) != NULL;
-    case V_UNDEFINED: return false;
+    case V_DICT:
+        return dict_get(&r->c, container.dict, item) != NULL;
+    case V_UNDEFINED:
+        return false;
     case V_ITER: {
         Iter *it = container.iter;
-        while (it->pos < it->list->len)
-            if (py_equal(&r->c, it->list->items[it->pos++], item)) return true;
+        List *l = generator_items(r, it);
+        while (it->pos < l->len)
+            if (py_equal(&r->c, l->items[it->pos++], item)) return true;
         return false;
     }
-    default: raise_error(&r->c, "argument of type '%s' is not iterable", type_name(container));
+    default:
+        raise_error(&r->c, "argument of type '%s' is not iterable", type_name(container));
     }
 }
 
 static bool compare(Render *r, CmpOp op, Value a, Value b) {
     switch (op) {
-    case CMP_EQ: return py_equal(&r->c, a, b);
-    case CMP_NE: return !py_equal(&r->c, a, b);
-    case CMP_IN: return contains(r, b, a);
-    case CMP_NOTIN: return !contains(r, b, a);
-    default: return py_order(&r->c, op, a, b);
+    case CMP_EQ:
+        return py_equal(&r->c, a, b);
+    case CMP_NE:
+        return !py_equal(&r->c, a, b);
+    case CMP_IN:
+        return contains(r, b, a);
+    case CMP_NOTIN:
+        return !contains(r, b, a);
+    default:
+        return py_order(&r->c, op, a, b);
     }
 }
 
@@ -3569,7 +4051,8 @@ static bool python_attribute(Render *r, Value obj, int method, Value *out) {
 static Value get_attr(Render *r, Value obj, Str name, int method) {
     Value out;
     switch (obj.kind) {
-    case V_UNDEFINED: raise_undefined(&r->c, obj);
+    case V_UNDEFINED:
+        raise_undefined(&r->c, obj);
     case V_DICT: {
         if (python_attribute(r, obj, method, &out)) return out;
         Value *v = dict_get_str(&r->c, obj.dict, name);
@@ -3613,7 +4096,8 @@ static int64_t normalize_index(int64_t i, size_t len) {
  * the Python attribute, else undefined. */
 static Value get_item(Render *r, Value obj, Value key) {
     switch (obj.kind) {
-    case V_UNDEFINED: raise_undefined(&r->c, obj);
+    case V_UNDEFINED:
+        raise_undefined(&r->c, obj);
     case V_STR:
         if (is_integer(key)) {
             size_t len = length_of(r, obj);
@@ -3637,7 +4121,8 @@ static Value get_item(Render *r, Value obj, Value key) {
             if (v) return *v;
         }
         break;
-    default: break;
+    default:
+        break;
     }
     if (key.kind == V_STR) return get_attr(r, obj, key.s, find_method(key.s));
     return undefined_member(&r->c, obj, key);
@@ -3645,12 +4130,13 @@ static Value get_item(Render *r, Value obj, Value key) {
 
 /* Python's slice arithmetic: the start, step and count of s[start:stop:step]. */
 static bool slice_indices(Render *r, Value start, Value stop, Value step, size_t len, int64_t *first, int64_t *by,
-                          size_t *count) {
+                          size_t *count, int64_t *last) {
     int64_t st = 1;
     if (step.kind != V_NONE && step.kind != V_MISSING) {
         if (!is_integer(step)) return false;
         st = int_of(step);
         if (st == 0) raise_error(&r->c, "slice step cannot be zero");
+        if (st < -INT64_MAX) st = -INT64_MAX;
     }
     int64_t n = (int64_t)len, lo, hi;
     Value ends[2] = {start, stop};
@@ -3676,18 +4162,19 @@ static bool slice_indices(Render *r, Value start, Value stop, Value step, size_t
     *first = lo;
     *by = st;
     *count = (size_t)c;
+    *last = hi;
     return true;
 }
 
 /* obj[start:stop:step]. jinja2 compiles slices to Python's own
  * subscript, so unlike items a failed slice raises. */
-static Value get_slice(Render *r, Value obj, Value start, Value stop, Value step) {
+static Value get_slice(Render *r, Value obj, Value start, Value stop, Value step, bool constant) {
     if (obj.kind == V_UNDEFINED) raise_undefined(&r->c, obj);
-    int64_t first, by;
+    int64_t first, by, last;
     size_t count;
     if (obj.kind == V_STR) {
         size_t len = length_of(r, obj);
-        if (!slice_indices(r, start, stop, step, len, &first, &by, &count)) goto bad_index;
+        if (!slice_indices(r, start, stop, step, len, &first, &by, &count, &last)) goto bad_index;
         if (by == 1) {
             size_t a = char_offset(r, obj, (size_t)first), b = char_offset(r, obj, (size_t)first + count);
             return new_str(&r->c, obj.s.p + a, b - a);
@@ -3698,15 +4185,29 @@ static Value get_slice(Render *r, Value obj, Value start, Value stop, Value step
         return buf_value(&b);
     }
     if (obj.kind == V_LIST && obj.list->type <= SEQ_RANGE) {
-        if (!slice_indices(r, start, stop, step, obj.list->len, &first, &by, &count)) goto bad_index;
-        List *l = new_list(&r->c, obj.list->type == SEQ_TUPLE ? SEQ_TUPLE : SEQ_LIST, count);
+        if (!slice_indices(r, start, stop, step, obj.list->len, &first, &by, &count, &last)) goto bad_index;
+        List *l = new_list(&r->c, obj.list->type, count);
         for (size_t k = 0; k < count; k++) l->items[k] = obj.list->items[first + (int64_t)k * by];
+        if (l->type == SEQ_RANGE) {
+            /* a range's slice is a range: range(a, b, s)[i:j:k] is range(a + i*s, a + j*s, s*k) */
+            int64_t a = obj.list->range[0], s = obj.list->range[2];
+            l->range[0] = a + first * s;
+            l->range[1] = a + last * s;
+            l->range[2] = s * by;
+        }
         return v_list(l);
     }
+    if (constant) goto undefined;
     if (obj.kind == V_DICT) raise_error(&r->c, "unhashable type: 'slice'");
     raise_error(&r->c, "'%s' object is not subscriptable", type_name(obj));
 bad_index:
+    if (constant) goto undefined;
     raise_error(&r->c, "slice indices must be integers or None or have an __index__ method");
+undefined:;
+    List *parts = new_list(&r->c, SEQ_TUPLE, 3);
+    Value ends[3] = {start, stop, step};
+    for (int i = 0; i < 3; i++) parts->items[i] = given(ends[i]) ? ends[i] : v_none();
+    return undefined_member(&r->c, obj, v_list(parts));
 }
 
 /* ---- arguments of calls ---- */
@@ -3740,10 +4241,24 @@ static void bind_args(Render *r, const char *fn, const Args *a, const char *cons
     }
 }
 
-static bool given(Value v) { return v.kind != V_MISSING; }
+/* For a built-in method that takes up to max positional arguments only:
+ * Python's TypeErrors. */
+static void positional_only(Render *r, const char *fn, const Args *a, size_t max) {
+    if (a->n_kw) raise_error(&r->c, "%s() takes no keyword arguments", fn);
+    if (a->n_pos > max)
+        raise_error(&r->c, "%s expected at most %zu argument%s, got %zu", fn, max, max == 1 ? "" : "s", a->n_pos);
+}
 
-static Str arg_str(Render *r, const char *fn, Value v) {
-    if (!is_str(v)) raise_error(&r->c, "%s() argument must be str, not %s", fn, type_name(v));
+/* For a method that takes no arguments: Python's TypeError if given some. */
+static void no_arguments(Render *r, Value self, const char *fn, const Args *a) {
+    if (a->n_kw) raise_error(&r->c, "%s.%s() takes no keyword arguments", type_name(self), fn);
+    if (a->n_pos) raise_error(&r->c, "%s.%s() takes no arguments (%zu given)", type_name(self), fn, a->n_pos);
+}
+
+/* A str argument; what names the argument in Python's TypeError ("must
+ * be str, not int"), e.g. "replace() argument 1 ". */
+static Str arg_str(Render *r, const char *what, Value v) {
+    if (!is_str(v)) raise_error(&r->c, "%smust be str, not %s", what, type_name(v));
     return v.s;
 }
 
@@ -3771,11 +4286,20 @@ static Value change_case(Render *r, Value v, CaseMap how) {
         uint32_t c = next_char(s.p + i, s.n - i, &used);
         bool upper = false;
         switch (how) {
-        case CASE_UPPER: upper = true; break;
-        case CASE_LOWER: break;
-        case CASE_SWAP: upper = !char_is_upper(c); break;
-        case CASE_TITLE: upper = !prev_cased; break;
-        case CASE_CAPITALIZE: upper = k == 0; break;
+        case CASE_UPPER:
+            upper = true;
+            break;
+        case CASE_LOWER:
+            break;
+        case CASE_SWAP:
+            upper = !char_is_upper(c);
+            break;
+        case CASE_TITLE:
+            upper = !prev_cased;
+            break;
+        case CASE_CAPITALIZE:
+            upper = k == 0;
+            break;
         }
         if (how == CASE_SWAP && !char_is_upper(c) && !char_is_lower(c)) buf_add(&b, s.p + i, used);
         else if (upper) add_upper(&b, c);
@@ -3797,7 +4321,8 @@ static bool in_chars(uint32_t c, Str chars) {
 
 /* Python's strip/lstrip/rstrip: white space, or the characters of chars. */
 static Value strip(Render *r, Value v, Value chars, bool left, bool right) {
-    if (given(chars) && chars.kind != V_NONE && !is_str(chars)) raise_error(&r->c, "strip arg must be None or str");
+    if (given(chars) && chars.kind != V_NONE && !is_str(chars))
+        raise_error(&r->c, "%s arg must be None or str", left && right ? "strip" : left ? "lstrip" : "rstrip");
     bool space = !given(chars) || chars.kind == V_NONE;
     Str s = v.s;
     size_t a = 0, b = s.n, used;
@@ -3864,7 +4389,8 @@ static Value split(Render *r, Value v, Value sep, int64_t maxsplit, bool right) 
             j = i;
         }
     } else {
-        Str d = arg_str(r, right ? "rsplit" : "split", sep);
+        if (!is_str(sep)) raise_error(&r->c, "must be str or None, not %s", type_name(sep));
+        Str d = sep.s;
         if (d.n == 0) raise_error(&r->c, "empty separator");
         if (!right) {
             size_t i = 0;
@@ -3939,11 +4465,14 @@ static void method_range(Render *r, Value v, Value start, Value end, size_t *a, 
     size_t len = length_of(r, v);
     int64_t lo = 0, hi = (int64_t)len;
     if (given(start) && start.kind != V_NONE) {
-        lo = arg_int(r, "slice", start);
+        if (!is_integer(start))
+            raise_error(&r->c, "slice indices must be integers or None or have an __index__ method");
+        lo = int_of(start);
         if (lo < 0) lo = lo + (int64_t)len < 0 ? 0 : lo + (int64_t)len;
     }
     if (given(end) && end.kind != V_NONE) {
-        hi = arg_int(r, "slice", end);
+        if (!is_integer(end)) raise_error(&r->c, "slice indices must be integers or None or have an __index__ method");
+        hi = int_of(end);
         if (hi < 0) hi = hi + (int64_t)len < 0 ? 0 : hi + (int64_t)len;
     }
     if (lo > (int64_t)len) lo = (int64_t)len + 1; /* an empty range that finds nothing, not even "" */
@@ -3959,10 +4488,9 @@ static void method_range(Render *r, Value v, Value start, Value end, size_t *a, 
 
 /* str.find/rfind/index/rindex/count. */
 static Value find_sub(Render *r, Value v, MethodId id, Value *arg) {
-    const char *fn = methods[id].name;
-    Str sub = arg_str(r, fn, arg[0]);
     size_t a, b;
     method_range(r, v, arg[1], arg[2], &a, &b);
+    Str sub = arg_str(r, "", arg[0]);
     if (a > b) {
         if (id == M_COUNT) return v_int(0);
         if (id == M_INDEX || id == M_RINDEX) raise_error(&r->c, "substring not found");
@@ -4083,14 +4611,26 @@ static Value str_predicate(Value v, MethodId id) {
         unsigned cls = unicode_class(c);
         bool ok = true;
         switch (id) {
-        case M_ISALNUM: ok = (cls & (UNICODE_LETTER | UNICODE_NUMBER)) != 0; break;
-        case M_ISALPHA: ok = (cls & UNICODE_LETTER) != 0; break;
+        case M_ISALNUM:
+            ok = (cls & (UNICODE_LETTER | UNICODE_NUMBER)) != 0;
+            break;
+        case M_ISALPHA:
+            ok = (cls & UNICODE_LETTER) != 0;
+            break;
         case M_ISDECIMAL:
         case M_ISDIGIT:
-        case M_ISNUMERIC: ok = (cls & UNICODE_NUMBER) != 0; break;
-        case M_ISSPACE: ok = py_isspace(c); break;
-        case M_ISLOWER: ok = !char_is_upper(c); break;
-        case M_ISUPPER: ok = !char_is_lower(c); break;
+        case M_ISNUMERIC:
+            ok = (cls & UNICODE_NUMBER) != 0;
+            break;
+        case M_ISSPACE:
+            ok = py_isspace(c);
+            break;
+        case M_ISLOWER:
+            ok = !char_is_upper(c);
+            break;
+        case M_ISUPPER:
+            ok = !char_is_lower(c);
+            break;
         default: /* M_ISTITLE */
             if (char_is_upper(c)) title_ok &= !prev_cased;
             else if (char_is_lower(c)) title_ok &= prev_cased;
@@ -4109,6 +4649,9 @@ static Value str_predicate(Value v, MethodId id) {
 
 static Value join(Render *r, Str sep, Value iterable, bool any_type) {
     size_t n;
+    if (!any_type && iterable.kind != V_STR && iterable.kind != V_LIST && iterable.kind != V_DICT &&
+        iterable.kind != V_ITER && iterable.kind != V_UNDEFINED)
+        raise_error(&r->c, "can only join an iterable");
     Value *items = iterate(r, iterable, &n);
     Buf b = {.c = &r->c};
     for (size_t i = 0; i < n; i++) {
@@ -4123,7 +4666,6 @@ static Value join(Render *r, Str sep, Value iterable, bool any_type) {
 static Value str_format(Render *r, Value fmt, const Args *a);
 
 static Value str_method(Render *r, Value v, MethodId id, const Args *a) {
-    static const char *const none[] = {NULL};
     static const char *const one[] = {"x", NULL};
     static const char *const two[] = {"x", "y", NULL};
     static const char *const sub_range[] = {"sub", "start", "end", NULL};
@@ -4133,17 +4675,24 @@ static Value str_method(Render *r, Value v, MethodId id, const Args *a) {
     const char *fn = methods[id].name;
     Value arg[3];
     switch (id) {
-    case M_FORMAT: return str_format(r, v, a);
+    case M_FORMAT:
+        return str_format(r, v, a);
     case M_SPLIT:
     case M_RSPLIT:
         bind_args(r, fn, a, split_params, arg);
         return split(r, v, arg[0], given(arg[1]) ? arg_int(r, fn, arg[1]) : -1, id == M_RSPLIT);
-    case M_SPLITLINES: bind_args(r, fn, a, keepends, arg); return splitlines(r, v, given(arg[0]) && truthy(arg[0]));
+    case M_SPLITLINES:
+        bind_args(r, fn, a, keepends, arg);
+        return splitlines(r, v, given(arg[0]) && truthy(arg[0]));
     case M_STRIP:
     case M_LSTRIP:
-    case M_RSTRIP: bind_args(r, fn, a, one, arg); return strip(r, v, arg[0], id != M_RSTRIP, id != M_LSTRIP);
+    case M_RSTRIP:
+        positional_only(r, fn, a, 1);
+        bind_args(r, fn, a, one, arg);
+        return strip(r, v, arg[0], id != M_RSTRIP, id != M_LSTRIP);
     case M_STARTSWITH:
     case M_ENDSWITH:
+        positional_only(r, fn, a, 3);
         bind_args(r, fn, a, sub_range, arg);
         if (!given(arg[0])) raise_error(&r->c, "%s() takes at least 1 argument (0 given)", fn);
         return starts_or_ends(r, v, id == M_ENDSWITH, arg);
@@ -4152,21 +4701,27 @@ static Value str_method(Render *r, Value v, MethodId id, const Args *a) {
     case M_INDEX:
     case M_RINDEX:
     case M_COUNT:
+        positional_only(r, fn, a, 3);
         bind_args(r, fn, a, sub_range, arg);
         if (!given(arg[0])) raise_error(&r->c, "%s() takes at least 1 argument (0 given)", fn);
         return find_sub(r, v, id, arg);
     case M_REPLACE:
+        positional_only(r, fn, a, 3);
         bind_args(r, fn, a, replace_params, arg);
-        if (!given(arg[1])) raise_error(&r->c, "replace expected at least 2 arguments");
-        return replace(r, v, arg_str(r, fn, arg[0]), arg_str(r, fn, arg[1]),
-                       given(arg[2]) ? arg_int(r, fn, arg[2]) : -1);
+        if (!given(arg[1])) raise_error(&r->c, "replace expected at least 2 arguments, got %zu", a->n_pos);
+        {
+            Str old = arg_str(r, "replace() argument 1 ", arg[0]), new = arg_str(r, "replace() argument 2 ", arg[1]);
+            return replace(r, v, old, new, given(arg[2]) ? arg_int(r, fn, arg[2]) : -1);
+        }
     case M_JOIN:
+        if (a->n_kw) raise_error(&r->c, "str.join() takes no keyword arguments");
+        if (a->n_pos != 1) raise_error(&r->c, "str.join() takes exactly one argument (%zu given)", a->n_pos);
         bind_args(r, fn, a, one, arg);
-        if (!given(arg[0])) raise_error(&r->c, "join() takes exactly one argument (0 given)");
         return join(r, v.s, arg[0], false);
     case M_CENTER:
     case M_LJUST:
     case M_RJUST:
+        positional_only(r, fn, a, 2);
         bind_args(r, fn, a, two, arg);
         if (!given(arg[0])) raise_error(&r->c, "%s expected at least 1 argument, got 0", fn);
         return pad(r, v, arg_int(r, fn, arg[0]), arg[1], id == M_LJUST ? -1 : id == M_RJUST ? 1 : 0);
@@ -4189,7 +4744,7 @@ static Value str_method(Render *r, Value v, MethodId id, const Args *a) {
     case M_RPARTITION: {
         bind_args(r, fn, a, one, arg);
         if (!given(arg[0])) raise_error(&r->c, "%s() takes exactly one argument (0 given)", fn);
-        Str sep = arg_str(r, fn, arg[0]);
+        Str sep = arg_str(r, "", arg[0]);
         if (sep.n == 0) raise_error(&r->c, "empty separator");
         const char *hit = NULL;
         if (id == M_PARTITION) hit = memmem(v.s.p, v.s.n, sep.p, sep.n);
@@ -4217,23 +4772,32 @@ static Value str_method(Render *r, Value v, MethodId id, const Args *a) {
     case M_REMOVESUFFIX: {
         bind_args(r, fn, a, one, arg);
         if (!given(arg[0])) raise_error(&r->c, "%s() takes exactly one argument (0 given)", fn);
-        Str x = arg_str(r, fn, arg[0]);
+        char what[40];
+        snprintf(what, sizeof what, "%s() argument ", fn);
+        Str x = arg_str(r, what, arg[0]);
         if (x.n > v.s.n) return v;
         if (id == M_REMOVEPREFIX && memcmp(v.s.p, x.p, x.n) == 0) return substr(v, x.n, v.s.n);
         if (id == M_REMOVESUFFIX && x.n && memcmp(v.s.p + v.s.n - x.n, x.p, x.n) == 0) return substr(v, 0, v.s.n - x.n);
         return v;
     }
-    default: break;
+    default:
+        break;
     }
-    bind_args(r, fn, a, none, arg);
+    no_arguments(r, v, fn, a);
     switch (id) {
-    case M_UPPER: return change_case(r, v, CASE_UPPER);
+    case M_UPPER:
+        return change_case(r, v, CASE_UPPER);
     case M_LOWER:
-    case M_CASEFOLD: return change_case(r, v, CASE_LOWER);
-    case M_SWAPCASE: return change_case(r, v, CASE_SWAP);
-    case M_TITLE: return change_case(r, v, CASE_TITLE);
-    case M_CAPITALIZE: return change_case(r, v, CASE_CAPITALIZE);
-    default: return str_predicate(v, id);
+    case M_CASEFOLD:
+        return change_case(r, v, CASE_LOWER);
+    case M_SWAPCASE:
+        return change_case(r, v, CASE_SWAP);
+    case M_TITLE:
+        return change_case(r, v, CASE_TITLE);
+    case M_CAPITALIZE:
+        return change_case(r, v, CASE_CAPITALIZE);
+    default:
+        return str_predicate(v, id);
     }
 }
 
@@ -4255,7 +4819,6 @@ static Value copy_dict(Render *r, const Dict *d) {
 }
 
 static Value other_method(Render *r, Value v, MethodId id, const Args *a) {
-    static const char *const none[] = {NULL};
     static const char *const get_params[] = {"key", "default", NULL};
     static const char *const index_params[] = {"value", "start", "stop", NULL};
     static const char *const pop_params[] = {"index", NULL};
@@ -4263,6 +4826,7 @@ static Value other_method(Render *r, Value v, MethodId id, const Args *a) {
     Value arg[3];
     switch (id) {
     case M_GET: {
+        positional_only(r, fn, a, 2);
         bind_args(r, fn, a, get_params, arg);
         if (!given(arg[0])) raise_error(&r->c, "get expected at least 1 argument, got 0");
         Value *found = dict_get(&r->c, v.dict, arg[0]);
@@ -4271,10 +4835,10 @@ static Value other_method(Render *r, Value v, MethodId id, const Args *a) {
     case M_ITEMS:
     case M_KEYS:
     case M_VALUES:
-        bind_args(r, fn, a, none, arg);
+        no_arguments(r, v, fn, a);
         return dict_view(r, v.dict, id == M_ITEMS ? SEQ_ITEMS : id == M_KEYS ? SEQ_KEYS : SEQ_VALUES);
     case M_COPY: {
-        bind_args(r, fn, a, none, arg);
+        no_arguments(r, v, fn, a);
         if (v.kind == V_DICT) return copy_dict(r, v.dict);
         List *copy = new_list(&r->c, SEQ_LIST, v.list->len);
         if (v.list->len) memcpy(copy->items, v.list->items, v.list->len * sizeof(Value));
@@ -4282,6 +4846,7 @@ static Value other_method(Render *r, Value v, MethodId id, const Args *a) {
     }
     case M_INDEX:
     case M_COUNT: {
+        positional_only(r, fn, a, 3);
         bind_args(r, fn, a, index_params, arg);
         if (!given(arg[0])) raise_error(&r->c, "%s() takes at least 1 argument (0 given)", fn);
         int64_t count = 0;
@@ -4297,6 +4862,7 @@ static Value other_method(Render *r, Value v, MethodId id, const Args *a) {
     }
     case M_POP: {
         /* list.pop is allowed by the immutable sandbox, and changes the list */
+        positional_only(r, fn, a, 1);
         bind_args(r, fn, a, pop_params, arg);
         List *l = v.list;
         if (l->len == 0) raise_error(&r->c, "pop from empty list");
@@ -4308,7 +4874,7 @@ static Value other_method(Render *r, Value v, MethodId id, const Args *a) {
         return item;
     }
     case M_CLEAR:
-        bind_args(r, fn, a, none, arg);
+        no_arguments(r, v, fn, a);
         v.list->len = 0;
         return v_none();
     case M_CYCLE:
@@ -4324,7 +4890,8 @@ static Value other_method(Render *r, Value v, MethodId id, const Args *a) {
         v.loop->changed_last = args;
         return v_bool(true);
     }
-    default: raise_error(&r->c, "%s.%s() is not supported", type_name(v), fn);
+    default:
+        raise_error(&r->c, "%s.%s() is not supported", type_name(v), fn);
     }
 }
 
@@ -4495,12 +5062,14 @@ static Value format_percent(Render *r, Value fmt, Value args) {
     Str f = fmt.s;
     Value *items = &args;
     size_t n_items = 1, next = 0;
-    bool is_mapping = args.kind == V_DICT;
+    /* Python takes any object with items but a tuple or str as a mapping
+     * (then unused arguments are no error) */
+    bool is_mapping = args.kind == V_DICT || args.kind == V_UNDEFINED ||
+                      (args.kind == V_LIST && args.list->type != SEQ_TUPLE && args.list->type <= SEQ_RANGE);
     if (is_seq(args, SEQ_TUPLE)) {
         items = args.list->items;
         n_items = args.list->len;
     }
-    bool used_mapping = false;
     Buf b = {.c = &r->c};
     for (size_t i = 0; i < f.n;) {
         if (f.p[i] != '%') {
@@ -4510,12 +5079,15 @@ static Value format_percent(Render *r, Value fmt, Value args) {
             i = end;
             continue;
         }
-        size_t start = i++;
+        i++;
         Spec sp = {.width = -1, .precision = -1, .percent = true};
         Value arg;
         bool have_arg = false;
         if (i < f.n && f.p[i] == '(') {
             if (!is_mapping) raise_error(&r->c, "format requires a mapping");
+            if (args.kind == V_UNDEFINED) raise_undefined(&r->c, args);
+            if (args.kind != V_DICT)
+                raise_error(&r->c, "%s indices must be integers or slices, not str", type_name(args));
             size_t depth = 1, k = ++i;
             while (k < f.n && depth) {
                 if (f.p[k] == '(') depth++;
@@ -4531,7 +5103,7 @@ static Value format_percent(Render *r, Value fmt, Value args) {
                 raise_error(&r->c, "%.*s", (int)kb.n, kb.p);
             }
             arg = *found;
-            have_arg = used_mapping = true;
+            have_arg = true;
             i = k;
         }
         for (; i < f.n && strchr("-+ #0", f.p[i]); i++) {
@@ -4581,11 +5153,9 @@ static Value format_percent(Render *r, Value fmt, Value args) {
             arg = items[next++];
         }
         if (arg.kind == V_UNDEFINED && conv != 's' && conv != 'r' && conv != 'a') raise_undefined(&r->c, arg);
-        (void)start;
         format_one(r, &b, arg, &sp);
     }
-    if (next < n_items && !(is_mapping && (used_mapping || n_items == 1)) && !(n_items == 1 && next == 0 && is_mapping))
-        raise_error(&r->c, "not all arguments converted during string formatting");
+    if (next < n_items && !is_mapping) raise_error(&r->c, "not all arguments converted during string formatting");
     return buf_value(&b);
 }
 
@@ -4822,13 +5392,14 @@ static Value *sort_keys(Render *r, List *items, Value attribute, bool case_sensi
 }
 
 /* select, reject, selectattr and rejectattr. */
-static Value select_items(Render *r, Value v, const Args *a, bool attr, bool keep) {
+static List *select_items(Render *r, Value v, const Args *a, bool attr, bool keep) {
     List *out = new_list(&r->c, SEQ_LIST, 0);
     if (truthy(v)) {
         if (attr && a->n_pos == 0) raise_error(&r->c, "Missing parameter for attribute name");
         size_t n_parts = 0, off = attr ? 1 : 0;
         Value *parts = attr ? attribute_parts(r, a->pos[0], &n_parts) : NULL;
-        Args test_args = {a->pos + off + 1, a->n_pos > off + 1 ? a->n_pos - off - 1 : 0, a->kw_names, a->kw, a->n_kw};
+        size_t n_rest = a->n_pos > off + 1 ? a->n_pos - off - 1 : 0;
+        Args test_args = {n_rest ? a->pos + off + 1 : NULL, n_rest, a->kw_names, a->kw, a->n_kw};
         int test = -1;
         Str test_name = {"", 0};
         if (a->n_pos > off) {
@@ -4847,12 +5418,12 @@ static Value select_items(Render *r, Value v, const Args *a, bool attr, bool kee
             if (pass == keep) list_push(&r->c, out, items[i]);
         }
     }
-    return new_iter(r, out, "generator");
+    return out;
 }
 
-static Value map_items(Render *r, Value v, const Args *a) {
+static List *map_items(Render *r, Value v, const Args *a) {
     List *out = new_list(&r->c, SEQ_LIST, 0);
-    if (!truthy(v)) return new_iter(r, out, "generator");
+    if (!truthy(v)) return out;
     Value attribute = v_missing(), dflt = v_missing();
     bool by_attribute = false;
     if (a->n_pos == 0) {
@@ -4879,7 +5450,7 @@ static Value map_items(Render *r, Value v, const Args *a) {
             raise_error(&r->c, "No filter named '%.*s'.", (int)(filter_name.n < 64 ? filter_name.n : 64),
                         filter_name.p);
     }
-    Args rest = {a->pos + 1, a->n_pos ? a->n_pos - 1 : 0, a->kw_names, a->kw, a->n_kw};
+    Args rest = {a->n_pos > 1 ? a->pos + 1 : NULL, a->n_pos ? a->n_pos - 1 : 0, a->kw_names, a->kw, a->n_kw};
     size_t n;
     Value *items = iterate(r, v, &n);
     for (size_t i = 0; i < n; i++) {
@@ -4888,7 +5459,7 @@ static Value map_items(Render *r, Value v, const Args *a) {
                   by_attribute ? get_path(r, items[i], parts, n_parts, dflt, false)
                                : apply_filter_id(r, filter, filter_name, items[i], &rest));
     }
-    return new_iter(r, out, "generator");
+    return out;
 }
 
 /* Python's float(x) for the float filter: false when it cannot. */
@@ -4983,13 +5554,10 @@ static Value float_filter(Render *r, Value v, Value dflt) {
 /* Python's round(x, n), half to even on the exact binary value. */
 static Value round_filter(Render *r, Value v, Value precision, Value method) {
     int64_t digits = given(precision) ? arg_int(r, "round", precision) : 0;
-    Str how = given(method) ? arg_str(r, "round", method) : str_c("common");
+    Str how = given(method) && is_str(method) ? method.s : str_c("common");
     if (!str_is(how, "common") && !str_is(how, "ceil") && !str_is(how, "floor"))
         raise_error(&r->c, "method must be common, ceil or floor");
-    if (!is_number(v)) {
-        if (v.kind == V_UNDEFINED) raise_undefined(&r->c, v);
-        raise_error(&r->c, "type %s doesn't define __round__ method", type_name(v));
-    }
+    if (!is_number(v)) raise_error(&r->c, "type %s doesn't define __round__ method", type_name(v));
     if (str_is(how, "common")) {
         if (is_integer(v)) {
             if (digits >= 0) return v_int(int_of(v));
@@ -5070,7 +5638,7 @@ static Value indent_filter(Render *r, Value v, Value width, Value first, Value b
 
 static Value truncate_filter(Render *r, Value v, Value length, Value killwords, Value end, Value leeway) {
     int64_t len = given(length) ? arg_int(r, "truncate", length) : 255;
-    Str e = given(end) ? arg_str(r, "truncate", end) : str_c("...");
+    Str e = given(end) ? arg_str(r, "truncate() end ", end) : str_c("...");
     int64_t lee = given(leeway) && leeway.kind != V_NONE ? arg_int(r, "truncate", leeway) : 5;
     int64_t end_len = (int64_t)count_chars(e.p, e.n);
     if (len < end_len) raise_error(&r->c, "expected length >= %" PRId64 ", got %" PRId64, end_len, len);
@@ -5147,7 +5715,7 @@ static Value min_max(Render *r, Value v, Value case_sensitive, Value attribute, 
     return items->items[best];
 }
 
-static Value unique_filter(Render *r, Value v, Value case_sensitive, Value attribute) {
+static List *unique_filter(Render *r, Value v, Value case_sensitive, Value attribute) {
     List *items = to_list(r, v), *out = new_list(&r->c, SEQ_LIST, 0);
     Value *keys = sort_keys(r, items, attribute, given(case_sensitive) && truthy(case_sensitive));
     Dict *seen = new_dict(&r->c, 0);
@@ -5157,10 +5725,10 @@ static Value unique_filter(Render *r, Value v, Value case_sensitive, Value attri
         dict_set(&r->c, seen, keys[i], v_none());
         list_push(&r->c, out, items->items[i]);
     }
-    return new_iter(r, out, "generator");
+    return out;
 }
 
-static Value batch_or_slice(Render *r, Value v, Value count, Value fill, bool slice) {
+static List *batch_or_slice(Render *r, Value v, Value count, Value fill, bool slice) {
     int64_t k = arg_int(r, slice ? "slice" : "batch", count);
     bool filling = given(fill) && fill.kind != V_NONE;
     List *items = to_list(r, v), *out = new_list(&r->c, SEQ_LIST, 0);
@@ -5173,7 +5741,7 @@ static Value batch_or_slice(Render *r, Value v, Value count, Value fill, bool sl
             for (size_t j = n; j < part->len; j++) part->items[j] = fill;
             list_push(&r->c, out, v_list(part));
         }
-        return new_iter(r, out, "generator");
+        return out;
     }
     if (k <= 0) raise_error(&r->c, k == 0 ? "integer division or modulo by zero" : "slice count must be positive");
     if (k > (int64_t)TEMPLATE_MAX_ITERATIONS) raise_error(&r->c, "too many slices");
@@ -5184,11 +5752,66 @@ static Value batch_or_slice(Render *r, Value v, Value count, Value fill, bool sl
         if (s < extra) offset++;
         size_t end = offset + (s + 1) * per, n = end - start;
         List *part = new_list(&r->c, SEQ_LIST, n + (filling && s >= extra));
-        memcpy(part->items, items->items + start, n * sizeof(Value));
+        if (n) memcpy(part->items, items->items + start, n * sizeof(Value));
         if (filling && s >= extra) part->items[n] = fill;
         list_push(&r->c, out, v_list(part));
     }
-    return new_iter(r, out, "generator");
+    return out;
+}
+
+/* A generator filter (map, select, items, ...) waiting to run. */
+static Value lazy_generator(Render *r, int filter, Value v, const Args *a) {
+    Iter *it = alloc(&r->c, sizeof *it);
+    Args *args = alloc(&r->c, sizeof *args); /* a is the caller's: keep a copy (its arrays are in the arena) */
+    *args = *a;
+    *it = (Iter){.type_name = "generator", .filter = filter, .source = v, .args = args};
+    return (Value){.kind = V_ITER, .iter = it};
+}
+
+/* Runs a generator filter, the first time its items are asked for. */
+static List *generator_items(Render *r, Iter *it) {
+    if (it->list) return it->list;
+    static const char *const none[] = {NULL};
+    static const char *const p_minmax[] = {"case_sensitive", "attribute", NULL};
+    static const char *const p_batch[] = {"linecount", "fill_with", NULL};
+    static const char *const p_slice[] = {"slices", "fill_with", NULL};
+    const Args *a = it->args;
+    Value v = it->source, arg[2];
+    List *l;
+    switch (it->filter) {
+    case FI_BATCH:
+        bind_args(r, "batch", a, p_batch, arg);
+        l = batch_or_slice(r, v, arg[0], arg[1], false);
+        break;
+    case FI_SLICE:
+        bind_args(r, "slice", a, p_slice, arg);
+        l = batch_or_slice(r, v, arg[0], arg[1], true);
+        break;
+    case FI_ITEMS:
+        bind_args(r, "items", a, none, arg);
+        if (v.kind == V_UNDEFINED) l = new_list(&r->c, SEQ_LIST, 0);
+        else if (v.kind != V_DICT) raise_error(&r->c, "Can only get item pairs from a mapping.");
+        else {
+            l = dict_view(r, v.dict, SEQ_ITEMS).list;
+            l->type = SEQ_LIST;
+        }
+        break;
+    case FI_MAP:
+        l = map_items(r, v, a);
+        break;
+    case FI_REJECT:
+    case FI_REJECTATTR:
+    case FI_SELECT:
+    case FI_SELECTATTR:
+        l = select_items(r, v, a, it->filter == FI_REJECTATTR || it->filter == FI_SELECTATTR,
+                         it->filter == FI_SELECT || it->filter == FI_SELECTATTR);
+        break;
+    default: /* FI_UNIQUE */
+        bind_args(r, "unique", a, p_minmax, arg);
+        l = unique_filter(r, v, arg[0], arg[1]);
+    }
+    it->list = l;
+    return l;
 }
 
 static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a) {
@@ -5207,8 +5830,6 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
     static const char *const p_indent[] = {"width", "first", "blank", NULL};
     static const char *const p_truncate[] = {"length", "killwords", "end", "leeway", NULL};
     static const char *const p_sum[] = {"attribute", "start", NULL};
-    static const char *const p_batch[] = {"linecount", "fill_with", NULL};
-    static const char *const p_slice[] = {"slices", "fill_with", NULL};
     static const char *const p_attr[] = {"name", NULL};
     Value arg[4];
     const char *fn = id >= 0 && id < FI_UNSUPPORTED ? filters[0].name : "filter";
@@ -5219,11 +5840,10 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         bind_args(r, fn, a, none, arg);
         if (v.kind == V_FLOAT) return v_float(fabs(v.f));
         if (is_integer(v)) return negate(r, v, int_of(v) < 0);
-        if (v.kind == V_UNDEFINED) raise_undefined(&r->c, v);
         raise_error(&r->c, "bad operand type for abs(): '%s'", type_name(v));
     case FI_ATTR: {
         bind_args(r, fn, a, p_attr, arg);
-        Str attr = arg_str(r, fn, arg[0]);
+        Str attr = arg_str(r, "attribute name ", arg[0]);
         Value out;
         if (v.kind == V_NAMESPACE) {
             Value *found = dict_get_str(&r->c, v.dict, attr);
@@ -5233,9 +5853,19 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         if (v.kind == V_UNDEFINED) raise_undefined(&r->c, v);
         return undefined_member(&r->c, v, arg[0]);
     }
-    case FI_BATCH: bind_args(r, fn, a, p_batch, arg); return batch_or_slice(r, v, arg[0], arg[1], false);
-    case FI_SLICE: bind_args(r, fn, a, p_slice, arg); return batch_or_slice(r, v, arg[0], arg[1], true);
-    case FI_CAPITALIZE: bind_args(r, fn, a, none, arg); return change_case(r, soft_str(r, v), CASE_CAPITALIZE);
+    case FI_BATCH:
+    case FI_SLICE:
+    case FI_ITEMS:
+    case FI_MAP:
+    case FI_REJECT:
+    case FI_REJECTATTR:
+    case FI_SELECT:
+    case FI_SELECTATTR:
+    case FI_UNIQUE:
+        return lazy_generator(r, id, v, a);
+    case FI_CAPITALIZE:
+        bind_args(r, fn, a, none, arg);
+        return change_case(r, soft_str(r, v), CASE_CAPITALIZE);
     case FI_CENTER:
         bind_args(r, fn, a, p_center, arg);
         return pad(r, soft_str(r, v), given(arg[0]) ? arg_int(r, fn, arg[0]) : 80, v_missing(), 0);
@@ -5250,7 +5880,7 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
             if (v.kind == V_UNDEFINED) raise_undefined(&r->c, v);
             raise_error(&r->c, "'%s' object has no attribute 'items'", type_name(v));
         }
-        Str by = given(arg[1]) ? arg_str(r, fn, arg[1]) : str_c("key");
+        Str by = !given(arg[1]) ? str_c("key") : is_str(arg[1]) ? arg[1].s : str_c("");
         if (!str_is(by, "key") && !str_is(by, "value"))
             raise_error(&r->c, "You can only sort by either \"key\" or \"value\"");
         List *pairs = dict_view(r, v.dict, SEQ_ITEMS).list;
@@ -5265,12 +5895,14 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         for (size_t i = 0; i < pairs->len; i++) out->items[i] = pairs->items[order[i]];
         return v_list(out);
     }
-    case FI_ESCAPE: bind_args(r, fn, a, none, arg); return html_escape(r, v);
+    case FI_ESCAPE:
+        bind_args(r, fn, a, none, arg);
+        return html_escape(r, v);
     case FI_FIRST: {
         bind_args(r, fn, a, none, arg);
         if (v.kind == V_ITER) {
-            Iter *it = v.iter;
-            if (it->pos < it->list->len) return it->list->items[it->pos++];
+            List *l = generator_items(r, v.iter);
+            if (v.iter->pos < l->len) return l->items[v.iter->pos++];
         } else {
             size_t n;
             Value *items = iterate(r, v, &n);
@@ -5288,7 +5920,9 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         if (n) return items[n - 1];
         return undefined_hint(&r->c, "No last item, sequence was empty.");
     }
-    case FI_FLOAT: bind_args(r, fn, a, p_float, arg); return float_filter(r, v, arg[0]);
+    case FI_FLOAT:
+        bind_args(r, fn, a, p_float, arg);
+        return float_filter(r, v, arg[0]);
     case FI_FORMAT: {
         if (a->n_pos && a->n_kw) raise_error(&r->c, "can't handle positional and keyword arguments at the same time");
         Value values;
@@ -5306,15 +5940,17 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         }
         return format_percent(r, soft_str(r, v), values);
     }
-    case FI_INDENT: bind_args(r, fn, a, p_indent, arg); return indent_filter(r, soft_str(r, v), arg[0], arg[1], arg[2]);
-    case FI_INT: bind_args(r, fn, a, p_int, arg); return int_filter(r, v, arg[0], arg[1]);
-    case FI_ITEMS:
-        bind_args(r, fn, a, none, arg);
-        if (v.kind == V_UNDEFINED) return new_iter(r, new_list(&r->c, SEQ_LIST, 0), "generator");
-        if (v.kind != V_DICT) raise_error(&r->c, "Can only get item pairs from a mapping.");
-        List *pairs = dict_view(r, v.dict, SEQ_ITEMS).list;
-        pairs->type = SEQ_LIST;
-        return new_iter(r, pairs, "generator");
+    case FI_INDENT:
+        bind_args(r, fn, a, p_indent, arg);
+        /* jinja2 adds "\n" to the value itself, then splits its lines */
+        if (v.kind == V_UNDEFINED) raise_undefined(&r->c, v);
+        if (is_seq(v, SEQ_TUPLE)) raise_error(&r->c, "can only concatenate tuple (not \"str\") to tuple");
+        if (is_seq(v, SEQ_LIST)) raise_error(&r->c, "'list' object has no attribute 'splitlines'");
+        if (!is_str(v)) raise_error(&r->c, "unsupported operand type(s) for +=: '%s' and 'str'", type_name(v));
+        return indent_filter(r, v, arg[0], arg[1], arg[2]);
+    case FI_INT:
+        bind_args(r, fn, a, p_int, arg);
+        return int_filter(r, v, arg[0], arg[1]);
     case FI_JOIN: {
         bind_args(r, fn, a, p_join, arg);
         Str sep = given(arg[0]) ? to_str(r, arg[0]).s : (Str){"", 0};
@@ -5327,7 +5963,9 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         }
         return join(r, sep, v, true);
     }
-    case FI_LENGTH: bind_args(r, fn, a, none, arg); return v_int((int64_t)length_of(r, v));
+    case FI_LENGTH:
+        bind_args(r, fn, a, none, arg);
+        return v_int((int64_t)length_of(r, v));
     case FI_LIST:
         bind_args(r, fn, a, none, arg);
         if (v.kind == V_LIST) {
@@ -5340,13 +5978,10 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
     case FI_UPPER:
         bind_args(r, fn, a, none, arg);
         return change_case(r, soft_str(r, v), id == FI_UPPER ? CASE_UPPER : CASE_LOWER);
-    case FI_MAP: return map_items(r, v, a);
     case FI_MAX:
-    case FI_MIN: bind_args(r, fn, a, p_minmax, arg); return min_max(r, v, arg[0], arg[1], id == FI_MAX);
-    case FI_REJECT: return select_items(r, v, a, false, false);
-    case FI_REJECTATTR: return select_items(r, v, a, true, false);
-    case FI_SELECT: return select_items(r, v, a, false, true);
-    case FI_SELECTATTR: return select_items(r, v, a, true, true);
+    case FI_MIN:
+        bind_args(r, fn, a, p_minmax, arg);
+        return min_max(r, v, arg[0], arg[1], id == FI_MAX);
     case FI_REPLACE:
         bind_args(r, fn, a, p_replace, arg);
         if (!given(arg[1])) raise_error(&r->c, "replace() missing required arguments");
@@ -5356,19 +5991,25 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         bind_args(r, fn, a, none, arg);
         if (is_str(v)) {
             Value one = v_int(-1);
-            return get_slice(r, v, v_missing(), v_missing(), one);
+            return get_slice(r, v, v_missing(), v_missing(), one, false);
         }
-        bool reversible = v.kind == V_LIST || v.kind == V_DICT;
+        /* reversed(): an undefined value has a length (0) and items, so it reverses too */
+        bool reversible = v.kind == V_LIST || v.kind == V_DICT || v.kind == V_UNDEFINED;
+        if (!reversible && v.kind != V_ITER) raise_error(&r->c, "argument must be iterable");
         List *items = to_list(r, v), *out = new_list(&r->c, SEQ_LIST, items->len);
         for (size_t i = 0; i < items->len; i++) out->items[i] = items->items[items->len - 1 - i];
         if (!reversible) return v_list(out);
         return new_iter(r, out,
-                        v.kind == V_DICT           ? "dict_reversekeyiterator"
-                        : v.list->type == SEQ_LIST ? "list_reverseiterator"
-                                                   : "reversed");
+                        v.kind == V_DICT                               ? "dict_reversekeyiterator"
+                        : v.kind == V_LIST && v.list->type == SEQ_LIST ? "list_reverseiterator"
+                                                                       : "reversed");
     }
-    case FI_ROUND: bind_args(r, fn, a, p_round, arg); return round_filter(r, v, arg[0], arg[1]);
-    case FI_SAFE: bind_args(r, fn, a, none, arg); return markup(to_str(r, v));
+    case FI_ROUND:
+        bind_args(r, fn, a, p_round, arg);
+        return round_filter(r, v, arg[0], arg[1]);
+    case FI_SAFE:
+        bind_args(r, fn, a, none, arg);
+        return markup(to_str(r, v));
     case FI_SORT: {
         bind_args(r, fn, a, p_sort, arg);
         List *items = to_list(r, v);
@@ -5380,15 +6021,31 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         for (size_t i = 0; i < items->len; i++) out->items[i] = items->items[order[i]];
         return v_list(out);
     }
-    case FI_STRING: bind_args(r, fn, a, none, arg); return soft_str(r, v);
-    case FI_SUM: bind_args(r, fn, a, p_sum, arg); return sum_filter(r, v, arg[0], arg[1]);
-    case FI_TITLE: bind_args(r, fn, a, none, arg); return title_filter(r, soft_str(r, v));
-    case FI_TOJSON: return tojson_filter(r, v, a);
-    case FI_TRIM: bind_args(r, fn, a, p_trim, arg); return strip(r, soft_str(r, v), arg[0], true, true);
+    case FI_STRING:
+        bind_args(r, fn, a, none, arg);
+        return soft_str(r, v);
+    case FI_SUM:
+        bind_args(r, fn, a, p_sum, arg);
+        return sum_filter(r, v, arg[0], arg[1]);
+    case FI_TITLE:
+        bind_args(r, fn, a, none, arg);
+        return title_filter(r, soft_str(r, v));
+    case FI_TOJSON:
+        return tojson_filter(r, v, a);
+    case FI_TRIM:
+        bind_args(r, fn, a, p_trim, arg);
+        return strip(r, soft_str(r, v), arg[0], true, true);
     case FI_TRUNCATE:
         bind_args(r, fn, a, p_truncate, arg);
+        if (!is_str(v)) {
+            /* jinja2 truncates the value itself: what is short enough comes back as it is */
+            size_t n = length_of(r, v);
+            int64_t max = (given(arg[0]) ? arg_int(r, fn, arg[0]) : 255) +
+                          (given(arg[3]) && arg[3].kind != V_NONE ? arg_int(r, fn, arg[3]) : 5);
+            if ((int64_t)n <= max) return v;
+            raise_error(&r->c, "truncate needs a str, not %s", type_name(v));
+        }
         return truncate_filter(r, soft_str(r, v), arg[0], arg[1], arg[2], arg[3]);
-    case FI_UNIQUE: bind_args(r, fn, a, p_minmax, arg); return unique_filter(r, v, arg[0], arg[1]);
     case FI_WORDCOUNT: {
         bind_args(r, fn, a, none, arg);
         Str s = soft_str(r, v).s;
@@ -5404,17 +6061,19 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         }
         return v_int(words);
     }
-    case FI_UNSUPPORTED: raise_error(&r->c, "the filter '%.*s' is not supported", (int)name.n, name.p);
-    default: raise_error(&r->c, "No filter named '%.*s' found.", (int)(name.n < 64 ? name.n : 64), name.p);
+    case FI_UNSUPPORTED:
+        raise_error(&r->c, "the filter '%.*s' is not supported", (int)name.n, name.p);
+    default:
+        raise_error(&r->c, "No filter named '%.*s' found.", (int)(name.n < 64 ? name.n : 64), name.p);
     }
 }
 
 /* ---- tests ---- */
 
 static bool apply_test_id(Render *r, int id, Str name, Value v, const Args *a) {
-    static const char *const none[] = {NULL};
     static const char *const one[] = {"other", NULL};
     Value arg[1];
+    if (id < 0) raise_error(&r->c, "No test named '%.*s' found.", (int)(name.n < 64 ? name.n : 64), name.p);
     switch (id) {
     case TE_DIVISIBLEBY:
     case TE_EQ:
@@ -5428,32 +6087,55 @@ static bool apply_test_id(Render *r, int id, Str name, Value v, const Args *a) {
         bind_args(r, "test", a, one, arg);
         if (!given(arg[0])) raise_error(&r->c, "the test '%.*s' needs an argument", (int)name.n, name.p);
         break;
-    default: bind_args(r, "test", a, none, arg);
+    default:
+        if (a->n_pos || a->n_kw)
+            raise_error(&r->c, "test_%.*s() takes 1 positional argument but %zu were given", (int)name.n, name.p,
+                        a->n_pos + a->n_kw + 1);
+        arg[0] = v_missing();
     }
     Value x = arg[0];
     switch (id) {
-    case TE_BOOLEAN: return v.kind == V_BOOL;
+    case TE_BOOLEAN:
+        return v.kind == V_BOOL;
     case TE_CALLABLE:
         return v.kind == V_MACRO || v.kind == V_FUNC || v.kind == V_METHOD || v.kind == V_LOOP || v.kind == V_UNDEFINED;
-    case TE_DEFINED: return v.kind != V_UNDEFINED;
-    case TE_UNDEFINED: return v.kind == V_UNDEFINED;
-    case TE_DIVISIBLEBY: return py_equal(&r->c, arith(r, OP_MOD, v, x), v_int(0));
-    case TE_EQ: return compare(r, CMP_EQ, v, x);
-    case TE_NE: return compare(r, CMP_NE, v, x);
-    case TE_LT: return compare(r, CMP_LT, v, x);
-    case TE_LE: return compare(r, CMP_LE, v, x);
-    case TE_GT: return compare(r, CMP_GT, v, x);
-    case TE_GE: return compare(r, CMP_GE, v, x);
-    case TE_IN: return contains(r, x, v);
-    case TE_ESCAPED: return v.kind == V_STR && v.markup;
+    case TE_DEFINED:
+        return v.kind != V_UNDEFINED;
+    case TE_UNDEFINED:
+        return v.kind == V_UNDEFINED;
+    case TE_DIVISIBLEBY:
+        return py_equal(&r->c, arith(r, OP_MOD, v, x), v_int(0));
+    case TE_EQ:
+        return compare(r, CMP_EQ, v, x);
+    case TE_NE:
+        return compare(r, CMP_NE, v, x);
+    case TE_LT:
+        return compare(r, CMP_LT, v, x);
+    case TE_LE:
+        return compare(r, CMP_LE, v, x);
+    case TE_GT:
+        return compare(r, CMP_GT, v, x);
+    case TE_GE:
+        return compare(r, CMP_GE, v, x);
+    case TE_IN:
+        return contains(r, x, v);
+    case TE_ESCAPED:
+        return v.kind == V_STR && v.markup;
     case TE_EVEN:
-    case TE_ODD: return py_equal(&r->c, arith(r, OP_MOD, v, v_int(2)), v_int(id == TE_ODD));
-    case TE_FALSE: return v.kind == V_BOOL && !v.b;
-    case TE_TRUE: return v.kind == V_BOOL && v.b;
-    case TE_FILTER: return is_str(v) && find_filter(v.s) >= 0;
-    case TE_TEST: return is_str(v) && find_test(v.s) >= 0;
-    case TE_FLOAT: return v.kind == V_FLOAT;
-    case TE_INTEGER: return v.kind == V_INT;
+    case TE_ODD:
+        return py_equal(&r->c, arith(r, OP_MOD, v, v_int(2)), v_int(id == TE_ODD));
+    case TE_FALSE:
+        return v.kind == V_BOOL && !v.b;
+    case TE_TRUE:
+        return v.kind == V_BOOL && v.b;
+    case TE_FILTER:
+        return is_str(v) && find_filter(v.s) >= 0;
+    case TE_TEST:
+        return is_str(v) && find_test(v.s) >= 0;
+    case TE_FLOAT:
+        return v.kind == V_FLOAT;
+    case TE_INTEGER:
+        return v.kind == V_INT;
     case TE_ITERABLE:
         return v.kind == V_STR || v.kind == V_LIST || v.kind == V_DICT || v.kind == V_ITER || v.kind == V_UNDEFINED ||
                v.kind == V_LOOP;
@@ -5462,9 +6144,12 @@ static bool apply_test_id(Render *r, int id, Str name, Value v, const Args *a) {
         Value s = to_str(r, v);
         return str_predicate(s, id == TE_LOWER ? M_ISLOWER : M_ISUPPER).b;
     }
-    case TE_MAPPING: return v.kind == V_DICT;
-    case TE_NONE: return v.kind == V_NONE;
-    case TE_NUMBER: return is_number(v);
+    case TE_MAPPING:
+        return v.kind == V_DICT;
+    case TE_NONE:
+        return v.kind == V_NONE;
+    case TE_NUMBER:
+        return is_number(v);
     case TE_SAMEAS:
         if (v.kind != x.kind) return false;
         if (v.kind == V_NONE || v.kind == V_UNDEFINED) return v.kind == V_NONE;
@@ -5476,8 +6161,10 @@ static bool apply_test_id(Render *r, int id, Str name, Value v, const Args *a) {
     case TE_SEQUENCE:
         return v.kind == V_STR || v.kind == V_DICT || v.kind == V_UNDEFINED ||
                (v.kind == V_LIST && v.list->type <= SEQ_RANGE);
-    case TE_STRING: return v.kind == V_STR;
-    default: raise_error(&r->c, "No test named '%.*s' found.", (int)(name.n < 64 ? name.n : 64), name.p);
+    case TE_STRING:
+        return v.kind == V_STR;
+    default:
+        raise_error(&r->c, "No test named '%.*s' found.", (int)(name.n < 64 ? name.n : 64), name.p);
     }
 }
 
@@ -5504,7 +6191,7 @@ static Value call_macro(Render *r, const Macro *m, const Args *a) {
     size_t n_params = node->kw.n;
     if (a->n_pos > n_params && !(node->op & MACRO_VARARGS))
         raise_error(&r->c, "macro '%s' takes not more than %zu argument(s)", name, n_params);
-    Scope *s = new_scope(r, m->closure);
+    Scope *s = new_frame(r, m->closure, node);
     Value *vals = alloc_array(&r->c, n_params ? n_params : 1, sizeof *vals);
     for (size_t i = 0; i < n_params; i++) vals[i] = i < a->n_pos ? a->pos[i] : v_missing();
     Dict *kwargs = new_dict(&r->c, 0);
@@ -5610,7 +6297,7 @@ static Value call_strftime(Render *r, const Args *a) {
     Value arg[1];
     bind_args(r, "strftime_now", a, params, arg);
     if (!given(arg[0])) raise_error(&r->c, "strftime_now() missing 1 required positional argument: 'format'");
-    Str f = arg_str(r, "strftime_now", arg[0]);
+    Str f = arg_str(r, "strftime() argument 1 ", arg[0]);
     /* Python fills in %f (microseconds) itself; %z and %Z are empty for
      * the naive datetime.now(). The rest is the C library's strftime. */
     Buf fmt = {.c = &r->c};
@@ -5635,14 +6322,20 @@ static Value call_strftime(Render *r, const Args *a) {
 
 static Value call_value(Render *r, Value callee, const Args *a) {
     switch (callee.kind) {
-    case V_MACRO: return call_macro(r, callee.macro, a);
-    case V_METHOD: return call_method(r, callee.method->self, callee.method->id, a);
-    case V_UNDEFINED: raise_undefined(&r->c, callee);
+    case V_MACRO:
+        return call_macro(r, callee.macro, a);
+    case V_METHOD:
+        return call_method(r, callee.method->self, callee.method->id, a);
+    case V_UNDEFINED:
+        raise_undefined(&r->c, callee);
     case V_FUNC:
         switch ((FuncId)callee.func) {
-        case FUNC_RANGE: return call_range(r, a);
-        case FUNC_DICT: return v_dict(build_dict(r, "dict", a));
-        case FUNC_NAMESPACE: return (Value){.kind = V_NAMESPACE, .dict = build_dict(r, "namespace", a)};
+        case FUNC_RANGE:
+            return call_range(r, a);
+        case FUNC_DICT:
+            return v_dict(build_dict(r, "dict", a));
+        case FUNC_NAMESPACE:
+            return (Value){.kind = V_NAMESPACE, .dict = build_dict(r, "namespace", a)};
         case FUNC_RAISE_EXCEPTION: {
             static const char *const params[] = {"message", NULL};
             Value arg[1];
@@ -5652,7 +6345,8 @@ static Value call_value(Render *r, Value callee, const Args *a) {
             Str msg = to_str(r, arg[0]).s;
             raise_error(&r->c, "%.*s", (int)(msg.n < MAX_ERROR_TEXT ? msg.n : MAX_ERROR_TEXT), msg.p);
         }
-        case FUNC_STRFTIME_NOW: return call_strftime(r, a);
+        case FUNC_STRFTIME_NOW:
+            return call_strftime(r, a);
         }
         break;
     case V_LOOP: {
@@ -5668,7 +6362,8 @@ static Value call_value(Render *r, Value callee, const Args *a) {
         r->depth--;
         return out;
     }
-    default: break;
+    default:
+        break;
     }
     raise_error(&r->c, "'%s' object is not callable", type_name(callee));
 }
@@ -5699,9 +6394,12 @@ static Value eval_list(Render *r, const Node *n, Scope *s, SeqType type) {
 static Value eval_inner(Render *r, const Node *n, Scope *s) {
     Args a;
     switch (n->type) {
-    case N_CONST: return n->value;
-    case N_NAME: return lookup(r, s, n->name);
-    case N_GETATTR: return get_attr(r, eval(r, n->a, s), n->value.s, n->op);
+    case N_CONST:
+        return n->value;
+    case N_NAME:
+        return lookup(r, s, n->name);
+    case N_GETATTR:
+        return get_attr(r, eval(r, n->a, s), n->value.s, n->op);
     case N_GETITEM: {
         Value obj = eval(r, n->a, s);
         const Node *k = n->b;
@@ -5709,7 +6407,7 @@ static Value eval_inner(Render *r, const Node *n, Scope *s) {
             Value parts[3];
             const Node *ends[3] = {k->a, k->b, k->c};
             for (int i = 0; i < 3; i++) parts[i] = ends[i] ? eval(r, ends[i], s) : v_missing();
-            return get_slice(r, obj, parts[0], parts[1], parts[2]);
+            return get_slice(r, obj, parts[0], parts[1], parts[2], r->folding);
         }
         return get_item(r, obj, eval(r, k, s));
     }
@@ -5743,9 +6441,11 @@ static Value eval_inner(Render *r, const Node *n, Scope *s) {
         eval_args(r, n, s, &a);
         return v_bool(apply_test_id(r, n->op, n->value.s, v, &a));
     }
-    case N_NOT: return v_bool(!truthy(eval(r, n->a, s)));
+    case N_NOT:
+        return v_bool(!truthy(eval(r, n->a, s)));
     case N_NEG:
-    case N_POS: return negate(r, eval(r, n->a, s), n->type == N_NEG);
+    case N_POS:
+        return negate(r, eval(r, n->a, s), n->type == N_NEG);
     case N_AND: {
         Value left = eval(r, n->a, s);
         return truthy(left) ? eval(r, n->b, s) : left;
@@ -5780,8 +6480,10 @@ static Value eval_inner(Render *r, const Node *n, Scope *s) {
         snprintf(hint, sizeof hint,
                  "the inline if-expression on line %d evaluated to false and no else section was defined.", n->line);
         return undefined_hint(&r->c, new_str(&r->c, hint, strlen(hint)).s.p);
-    case N_LIST: return eval_list(r, n, s, SEQ_LIST);
-    case N_TUPLE: return eval_list(r, n, s, SEQ_TUPLE);
+    case N_LIST:
+        return eval_list(r, n, s, SEQ_LIST);
+    case N_TUPLE:
+        return eval_list(r, n, s, SEQ_TUPLE);
     case N_DICT: {
         Dict *d = new_dict(&r->c, n->list.n);
         for (size_t i = 0; i < n->list.n; i++) {
@@ -5790,13 +6492,60 @@ static Value eval_inner(Render *r, const Node *n, Scope *s) {
         }
         return v_dict(d);
     }
-    default: raise_error(&r->c, "cannot evaluate this expression");
+    default:
+        raise_error(&r->c, "cannot evaluate this expression");
     }
+}
+
+/* Whether jinja2 can keep a value as a constant of the compiled template. */
+static bool representable(Value v) {
+    switch (v.kind) {
+    case V_NONE:
+    case V_BOOL:
+    case V_INT:
+    case V_FLOAT:
+    case V_STR:
+        return true;
+    case V_LIST:
+        if (v.list->type > SEQ_RANGE) return false;
+        for (size_t i = 0; i < v.list->len; i++)
+            if (!representable(v.list->items[i])) return false;
+        return true;
+    case V_DICT:
+        for (size_t i = 0; i < v.dict->len; i++)
+            if (!representable(v.dict->keys[i]) || !representable(v.dict->vals[i])) return false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A constant expression, as jinja2 compiles it: evaluated once with its
+ * slices looked up as items (undefined where a slice fails), the value is
+ * kept if that works and gives a constant (or for a whole {{ }}, any value);
+ * otherwise the expression runs as any other. The two differ only where a
+ * slice fails. */
+static Value eval_constant(Render *r, const Node *n, Scope *s) {
+    jmp_buf trap, *outer = r->c.unwind;
+    int depth = r->depth, line = r->c.line;
+    r->c.unwind = &trap;
+    r->folding = true;
+    if (setjmp(trap) == 0) {
+        Value v = eval_inner(r, n, s);
+        r->c.unwind = outer;
+        r->folding = false;
+        if (n->print_root || representable(v)) return v;
+    }
+    r->c.unwind = outer;
+    r->folding = false;
+    r->depth = depth;
+    r->c.line = line;
+    return eval_inner(r, n, s);
 }
 
 static Value eval(Render *r, const Node *n, Scope *s) {
     enter_depth(r);
-    Value v = eval_inner(r, n, s);
+    Value v = n->constant && !r->folding ? eval_constant(r, n, s) : eval_inner(r, n, s);
     r->depth--;
     return v;
 }
@@ -5810,6 +6559,8 @@ static void assign(Render *r, const Node *target, Value v, Scope *s) {
         return;
     }
     size_t n, want = target->list.n;
+    if (v.kind != V_STR && v.kind != V_LIST && v.kind != V_DICT && v.kind != V_ITER && v.kind != V_UNDEFINED)
+        raise_error(&r->c, "cannot unpack non-iterable %s object", type_name(v));
     Value *items = iterate(r, v, &n);
     if (n < want) raise_error(&r->c, "not enough values to unpack (expected %zu, got %zu)", want, n);
     if (n > want) raise_error(&r->c, "too many values to unpack (expected %zu)", want);
@@ -5846,25 +6597,32 @@ static void run_for(Render *r, const Node *n, Scope *s, Value iterable, int dept
     }
     Value loop = {.kind = V_LOOP, .loop = l};
     Scope *body = new_scope(r, s);
-    size_t i = 0;
-    for (;; i++) {
+    bool completed = false; /* an iteration ran its body to the end */
+    for (size_t i = 0;; i++) {
         r->c.line = n->line;
         loop_fill(r, l, i + 1);
         if (i >= l->items->len) break;
         if (!n->c) count_iteration(r);
         l->index0 = i;
         body->n = 0; /* each iteration starts with the loop's variables only */
+        declare_locals(r, body, n->locals, n->n_locals);
         assign(r, n->a, l->items->items[i], body);
         scope_set(r, body, NAME_LOOP, loop);
-        if (exec_body(r, n->list, body) == FLOW_BREAK) break;
+        Flow f = exec_body(r, n->list, body);
+        if (f == FLOW_BREAK) break;
+        completed |= f == FLOW_NORMAL;
     }
-    if (i == 0 && l->items->len == 0 && n->d) exec_body(r, n->d->list, new_scope(r, s));
+    /* jinja2 runs the else block unless an iteration got to the end of the
+     * body: after no items, and also when each ended with break or continue */
+    if (!completed && n->d) exec_body(r, n->d->list, new_frame(r, s, n->d));
 }
 
 static Flow exec(Render *r, const Node *n, Scope *s) {
     r->c.line = n->line;
     switch (n->type) {
-    case N_TEXT: output(r, n->value.s); break;
+    case N_TEXT:
+        output(r, n->value.s);
+        break;
     case N_PRINT: {
         Value v = eval(r, n->a, s);
         if (v.kind == V_STR) output(r, v.s);
@@ -5883,7 +6641,9 @@ static Flow exec(Render *r, const Node *n, Scope *s) {
             branch = branch->b;
         }
         break;
-    case N_FOR: run_for(r, n, s, eval(r, n->b, s), 0); break;
+    case N_FOR:
+        run_for(r, n, s, eval(r, n->b, s), 0);
+        break;
     case N_SET: {
         Value v = eval(r, n->b, s);
         if (n->a->type == N_NSREF) {
@@ -5896,7 +6656,7 @@ static Flow exec(Render *r, const Node *n, Scope *s) {
     case N_SETBLOCK: {
         size_t start = capture_begin(r);
         enter_depth(r);
-        exec_body(r, n->list, new_scope(r, s));
+        exec_body(r, n->list, new_frame(r, s, n));
         r->depth--;
         r->c.line = n->line;
         Value v = apply_filter_chain(r, n->b, capture_end(r, start), s);
@@ -5913,25 +6673,29 @@ static Flow exec(Render *r, const Node *n, Scope *s) {
         scope_set(r, s, n->name, (Value){.kind = V_MACRO, .macro = m});
         break;
     }
-    case N_BREAK: return FLOW_BREAK;
-    case N_CONTINUE: return FLOW_CONTINUE;
+    case N_BREAK:
+        return FLOW_BREAK;
+    case N_CONTINUE:
+        return FLOW_CONTINUE;
     case N_WITH: {
-        Scope *inner = new_scope(r, s);
+        Scope *inner = new_frame(r, s, n);
         for (size_t i = 0; i < n->kw.n; i++) assign(r, n->kw.at[i]->a, eval(r, n->kw.at[i]->b, s), inner);
         return exec_body(r, n->list, inner);
     }
     case N_FILTERBLOCK: {
         size_t start = capture_begin(r);
         enter_depth(r);
-        exec_body(r, n->list, new_scope(r, s));
+        exec_body(r, n->list, new_frame(r, s, n));
         r->depth--;
         r->c.line = n->line;
         Value v = apply_filter_chain(r, n->b, capture_end(r, start), s);
         output(r, to_str(r, v).s);
         break;
     }
-    case N_BODY: return exec_body(r, n->list, s);
-    default: raise_error(&r->c, "cannot run this statement");
+    case N_BODY:
+        return exec_body(r, n->list, s);
+    default:
+        raise_error(&r->c, "cannot run this statement");
     }
     return FLOW_NORMAL;
 }
@@ -5955,10 +6719,14 @@ static Flow exec_body(Render *r, Nodes body, Scope *s) {
  * keeps its first place and its last value, as in a Python dict). */
 static Value from_json(Render *r, const JsonValue *j) {
     switch (j->type) {
-    case JSON_NULL: return v_none();
-    case JSON_BOOL: return v_bool(j->boolean);
-    case JSON_NUMBER: return j->number.is_integer ? v_int(j->number.integer) : v_float(j->number.value);
-    case JSON_STRING: return v_str(j->string, j->len);
+    case JSON_NULL:
+        return v_none();
+    case JSON_BOOL:
+        return v_bool(j->boolean);
+    case JSON_NUMBER:
+        return j->number.is_integer ? v_int(j->number.integer) : v_float(j->number.value);
+    case JSON_STRING:
+        return v_str(j->string, j->len);
     case JSON_ARRAY: {
         List *l = new_list(&r->c, SEQ_LIST, j->len);
         for (size_t i = 0; i < j->len; i++) l->items[i] = from_json(r, &j->items[i]);
@@ -6029,6 +6797,9 @@ Template *template_parse(const char *text, size_t len, Error *e) {
     p.pos = 0;
     p.depth = 0;
     t->body = subparse(&p, NULL);
+    if (p.unknown[0]) raise_at(&p.c, p.unknown_line, "%s", p.unknown);
+    analyse_frame(&p, NULL, NULL, NULL, false, t->body, &t->locals, &t->n_locals);
+    for (size_t i = 0; i < t->body.n; i++) mark_constants(t->body.at[i]);
     t->chunks = p.c.chunks;
     return t;
 }
@@ -6054,13 +6825,16 @@ char *template_render(const Template *t, const JsonValue *vars, const struct tm 
         localtime_r(&secs, &r.now);
         r.microseconds = (long)tv.tv_usec;
     }
-    /* The variables the template names; the others cannot be reached. */
-    Scope *root = new_scope(&r, NULL);
+    /* The variables the template names (the others cannot be reached), under
+     * the template's own frame. */
+    Scope *context = new_scope(&r, NULL);
     for (size_t i = 0; i < vars->len; i++) {
         const JsonMember *m = &vars->members[i];
         int id = find_name(t, (Str){m->key, m->key_len});
-        if (id >= 0) scope_set(&r, root, id, from_json(&r, &m->value));
+        if (id >= 0) scope_set(&r, context, id, from_json(&r, &m->value));
     }
+    Scope *root = new_scope(&r, context);
+    declare_locals(&r, root, t->locals, t->n_locals);
     exec_body(&r, t->body, root);
     char *text = xmalloc(r.out.n + 1);
     if (r.out.n) memcpy(text, r.out.p, r.out.n);

@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import warnings
 
 import jinja2
 import jinja2.ext
@@ -87,6 +88,8 @@ def make_environment():
 
 
 ENV = make_environment()
+# Python warns about compiled templates such as `true[1:]`; they are meant.
+warnings.filterwarnings("ignore", category=SyntaxWarning)
 
 
 def error_line(e):
@@ -421,6 +424,17 @@ CONSTRUCTS = [
     ("mutating_loop_list", "{% set l3 = [1, 2, 3] %}{% for i in l3 %}{{ i }}{% endfor %}{{ l3|length }}"),
     ("unknown_filter_in_if", "{% if false %}{{ x|no_such_filter }}{{ x is no_such_test }}{% endif %}ok"),
     ("big_ints", "{{ big }}|{{ big - 1 }}|{{ 9223372036854775807 }}|{{ -9223372036854775807 - 1 }}|{{ 2 ** 62 }}|{{ 3 ** 39 }}"),
+    # jinja2's own ways, found by comparing random templates with it
+    ("for_else_quirk", "{% for i in 'ab' %}A{% continue %}{% else %}E{% endfor %}|{% for i in 'ab' %}{% break %}{% else %}E{% endfor %}|{% for i in 'ab' %}{% if i == 'b' %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in 'ab' if i == 'z' %}{% else %}E{% endfor %}"),
+    ("scoping_set_later", "{{ n }}{% for m in messages %}[{{ n }}]{% endfor %}{% set n = 5 %}{{ n }}"),
+    ("scoping_macro_later", "{% macro f() %}[{{ n }}]{% endmacro %}{{ f() }}{% set n = 5 %}{{ f() }}"),
+    ("scoping_loop_later", "{% for m in messages %}{{ n }}{% endfor %}{% for q in [1] %}{% set n = 5 %}{% endfor %}|{% for m in messages %}{{ m.role }}{{ n }}{% set n = 9 %}{{ n }}{% endfor %}{{ n }}"),
+    ("scoping_branches", "{% for m in messages %}{{ n }}{% endfor %}{% if false %}{% set n = 5 %}{% endif %}|{% for m in messages %}{{ s }}{% endfor %}{% if false %}{% set s = 5 %}{% elif true %}{% set s = 6 %}{% else %}{% set s = 7 %}{% endif %}{{ s }}"),
+    ("scoping_with_setblock", "{% with a = n %}{{ n }}{% set n = 1 %}{{ a }}{{ n }}{% endwith %}{{ n }}|{% set blk %}{{ f }}{% set f = 4 %}{{ f }}{% endset %}{{ blk }}{{ f }}"),
+    ("lazy_generators", "{% set g = l|map('string') %}{{ g|list }}{{ g|list }}|{{ (n|map('upper')) is defined }}|{% set bad = 5|select %}ok|{{ l|select('odd')|first }}|{{ 'a' in l|map('string') }}"),
+    ("constant_slices", "{{ true[1:] }}|{{ none[:2] }}|{% if true[1:]|lower %}no{% else %}empty{% endif %}|{{ (1, 2, 3)[1:] }}"),
+    ("reverse_undefined", "{{ undefined_var|reverse|list }}|{{ (undefined_var|reverse) is iterable }}|{{ range(5)[1:4] }}|{{ range(10)[::3] }}"),
+    ("percent_mapping", "{{ 'abc' % [1] }}|{{ '%s' % undefined_var }}|{{ 'x' % {} }}|{{ '%(a)s' % d }}"),
     ("qwen_like_tool_loop",
      "{%- for message in messages %}{%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != 'tool') %}<{{ message.role }}>{%- endif %}{%- if loop.last or (messages[loop.index0 + 1].role != 'tool') %}</{{ message.role }}>{%- endif %}{%- endfor %}"),
 ]
@@ -469,7 +483,15 @@ ERRORS = [
     ("cond_expr_undefined", "{{ ('abc' if false).x }}"),
     ("not_callable", "{{ messages() }}"),
     ("loop_not_recursive", "{% for i in [1] %}{{ loop([2]) }}{% endfor %}"),
+    ("constant_slice_in_set", "{% set i = true[1:] %}"),
+    ("lazy_generator_error", "{{ 5|select|list }}"),
+    ("reverse_int", "{{ 5|reverse }}"),
+    ("percent_unused", "{{ 'x' % 5 }}"),
+    ("indent_int", "{{ 5|indent }}"),
+    ("truncate_bool", "{{ true|truncate(3) }}"),
     # syntax errors
+    ("syntax_loop_assign", "{% for i in l %}{% set loop = 1 %}{% endfor %}"),
+    ("syntax_error_before_unknown_filter", "{{ x|nosuch }}\n{{ ) }}"),
     ("syntax_empty_if", "{% if %}"),
     ("syntax_dangling_operator", "{{ 1 + }}"),
     ("syntax_unclosed_for", "{% for x in y %}\nno end"),
