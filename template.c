@@ -60,6 +60,8 @@ typedef struct {
     int line;
     Chunk *chunks;
     size_t allocated, limit;
+    unsigned char *last; /* the last allocation from the current chunk (see grow_last) */
+    size_t last_len;     /* its size as asked for */
 } Ctx;
 
 /* Fills the error as "template line N: <message>" (one line of valid UTF-8)
@@ -96,6 +98,7 @@ static void arena_free(Chunk *k) {
 }
 
 static void *alloc(Ctx *c, size_t size) {
+    size_t asked = size;
     if (size > c->limit) raise_error(c, "the template needs more than %zu MiB of memory", c->limit >> 20);
     size = (size + 15) & ~(size_t)15;
     Chunk *k = c->chunks;
@@ -116,9 +119,23 @@ static void *alloc(Ctx *c, size_t size) {
             c->chunks = k;
         }
     }
-    void *p = k->data + k->used;
+    unsigned char *p = k->data + k->used;
     k->used += size;
+    c->last = k == c->chunks ? p : NULL;
+    c->last_len = asked;
     return p;
+}
+
+/* Grows the last allocation, p, of len bytes to new_len bytes where it is,
+ * if it is the last and its chunk has room; returns whether it did. */
+static bool grow_last(Ctx *c, const void *p, size_t len, size_t new_len) {
+    Chunk *k = c->chunks;
+    if (!k || p != c->last || len != c->last_len || new_len > c->limit) return false;
+    size_t old_size = (len + 15) & ~(size_t)15, new_size = (new_len + 15) & ~(size_t)15;
+    if (new_size - old_size > k->size - k->used) return false;
+    k->used += new_size - old_size;
+    c->last_len = new_len;
+    return true;
 }
 
 /* An array of n elements of size bytes, with the product checked. */
@@ -3874,6 +3891,15 @@ static Value arith(Render *r, OpId op, Value a, Value b) {
             if (a.markup != b.markup) {
                 if (a.markup) b = html_escape(r, b);
                 else a = html_escape(r, a);
+            }
+            /* a + b + c ...: each sum is the last allocation, so the next
+             * one can extend it rather than copy it again */
+            if (!a.markup && a.s.n + b.s.n <= TEMPLATE_MAX_OUTPUT &&
+                grow_last(&r->c, a.s.p, a.s.n + 1, a.s.n + b.s.n + 1)) {
+                char *p = (char *)a.s.p;
+                memcpy(p + a.s.n, b.s.p, b.s.n);
+                p[a.s.n + b.s.n] = '\0';
+                return (Value){.kind = V_STR, .ascii = a.ascii && b.ascii, .s = {p, a.s.n + b.s.n}};
             }
             Buf buf = {.c = &r->c};
             buf_reserve(&buf, a.s.n + b.s.n);

@@ -14,6 +14,10 @@ tests/test_template.c.
         conversation and option, with jinja2 and with the C program DRIVER
         (build/render_template), and compares them (for templates that may
         not be committed, such as Llama 3's: see scripts/check_templates.sh)
+    /usr/bin/python3 scripts/make_template_golden.py --random SEED COUNT DRIVER
+        renders COUNT random templates (statements, expressions, filters,
+        tests and whitespace control, made from SEED) with jinja2 and DRIVER
+        and prints where they differ: a search for differences, not a test
 
 Needs /usr/bin/python3 with Debian's python3-jinja2 (3.1.2), the version the
 golden files were made with.
@@ -619,15 +623,171 @@ def check(config_path, driver):
     return differ
 
 
+# ---------------------------------------------------------------------------
+# Random templates
+
+class RandomTemplates:
+    """Templates made of random statements and expressions over the names
+    of DEFAULT_VARS, most of them wrong in some way: what they exercise is
+    what happens then (errors, undefined values, Python's types)."""
+
+    NAMES = ["messages", "x", "n", "f", "s", "l", "d", "undefined_var", "nested", "big", "add_generation_prompt",
+             "bos_token", "loop", "i", "item"]
+    STRINGS = ["''", "'a'", "'Ab c'", "'é'", "' x '", "'<think>y</think>z'", "'\\n'", "'a,b'", "'%s'", "'{}'", "'1'"]
+    ATTRIBUTES = ["role", "content", "a", "b", "missing", "items", "keys", "get", "upper", "split", "strip", "k",
+                  "v", "index", "first", "last", "length", "append", "lower", "title", "startswith"]
+    FILTERS = ["trim", "length", "upper", "lower", "string", "tojson", "first", "last", "list", "join", "join(',')",
+               "default('D')", "default('D', true)", "items", "int", "float", "capitalize", "title", "reverse", "sort",
+               "unique", "sum", "max", "min", "replace('a', 'X')", "abs", "round", "map('upper')",
+               "map(attribute='role')", "select('odd')", "reject('none')", "selectattr('role')",
+               "rejectattr('role', 'eq', 'user')", "count", "indent(2)", "center(6)", "truncate(5, true, '')",
+               "batch(2)", "slice(2)", "dictsort", "wordcount", "safe", "e", "tojson(indent=1)", "format(1)", "d"]
+    TESTS = ["defined", "undefined", "none", "string", "number", "mapping", "sequence", "iterable", "odd", "even",
+             "true", "false", "boolean", "integer", "float", "callable", "lower", "upper", "eq 1", "in [1, 'a']",
+             "divisibleby 2", "sameas none", "gt 0"]
+    OPERATORS = ["+", "-", "*", "/", "//", "%", "~", "==", "!=", "<", ">", "<=", ">=", "in", "not in", "and", "or"]
+    METHODS = ["split", "strip", "startswith", "endswith", "get", "upper", "replace", "find", "count", "join", "items",
+               "lstrip", "rstrip", "title", "format"]
+
+    def __init__(self, seed):
+        import random
+        self.r = random.Random(seed)
+
+    def expr(self, depth):
+        r = self.r
+        if depth <= 0 or r.random() < 0.25:
+            c = r.random()
+            if c < 0.3:
+                return r.choice(self.NAMES)
+            if c < 0.5:
+                return r.choice(self.STRINGS)
+            if c < 0.65:
+                return str(r.choice([0, 1, 2, 3, -1, 10, 300]))
+            if c < 0.72:
+                return r.choice(["0.5", "1.0", "2.5", "1e3", "-0.0"])
+            return r.choice(["true", "false", "none"])
+        c, e = r.random(), lambda: self.expr(depth - 1)
+        if c < 0.15:
+            return f"{e()}.{r.choice(self.ATTRIBUTES)}"
+        if c < 0.25:
+            return f"{e()}[{r.choice(['0', '-1', '1', 'n', '5', '1:', '::-1', ':2', repr('role'), repr('a')])}]"
+        if c < 0.4:
+            return f"{e()}|{r.choice(self.FILTERS)}"
+        if c < 0.48:
+            return f"{e()} is {r.choice(['', 'not '])}{r.choice(self.TESTS)}"
+        if c < 0.68:
+            return f"({e()} {r.choice(self.OPERATORS)} {e()})"
+        if c < 0.73:
+            return f"not {e()}"
+        if c < 0.77:
+            return f"-{e()}"
+        if c < 0.82:
+            return f"({e()} if {e()} else {e()})"
+        if c < 0.87:
+            return "[" + ", ".join(e() for _ in range(r.randint(0, 3))) + "]"
+        if c < 0.9:
+            return "{" + ", ".join(f"{r.choice(self.STRINGS)}: {e()}" for _ in range(r.randint(0, 2))) + "}"
+        if c < 0.95:
+            return f"{e()}.{r.choice(self.METHODS)}(" + ", ".join(e() for _ in range(r.randint(0, 2))) + ")"
+        return r.choice([f"range({r.randint(0, 4)})", f"namespace(a={e()})", f"dict(a={e()})"])
+
+    def space(self):
+        return self.r.choice(["", "", " ", "\n", "\n  ", "  \n", "\t", "\n\n"])
+
+    def block(self, text):
+        r = self.r
+        return r.choice(["{%", "{%", "{%-", "{%+"]) + " " + text + " " + r.choice(["%}", "%}", "-%}", "+%}"])
+
+    def statements(self, depth):
+        r, out = self.r, []
+        for _ in range(r.randint(1, 3)):
+            c = r.random()
+            if depth <= 0 or c < 0.3:
+                out.append(self.space() + r.choice(["text", "A b", "", "x\ny", " "]) + self.space())
+            elif c < 0.55:
+                out.append(self.space() + r.choice(["{{", "{{", "{{-"]) + " " + self.expr(3) + " " +
+                           r.choice(["}}", "}}", "-}}"]) + self.space())
+            elif c < 0.68:
+                text = self.block("if " + self.expr(2)) + self.statements(depth - 1)
+                if r.random() < 0.3:
+                    text += self.block("elif " + self.expr(2)) + self.statements(depth - 1)
+                if r.random() < 0.4:
+                    text += self.block("else") + self.statements(depth - 1)
+                out.append(self.space() + text + self.block("endif") + self.space())
+            elif c < 0.8:
+                target = r.choice(["i", "item", "k, v", "i"])
+                iterable = r.choice(["messages", "l", "d", "s", "d.items()", "range(3)", self.expr(2), "'ab'"])
+                test = " if " + self.expr(1) if r.random() < 0.2 else ""
+                body = self.statements(depth - 1)
+                if r.random() < 0.3:
+                    body += "{{ loop." + r.choice(["index", "index0", "first", "last", "length", "revindex",
+                                                   "previtem", "nextitem"]) + " }}"
+                if r.random() < 0.15:
+                    body += self.block(r.choice(["break", "continue"]))
+                other = self.block("else") + self.statements(depth - 1) if r.random() < 0.2 else ""
+                out.append(self.space() + self.block(f"for {target} in {iterable}{test}") + body + other +
+                           self.block("endfor") + self.space())
+            elif c < 0.92:
+                out.append(self.space() + self.block(f"set {r.choice(['x', 'n', 'i', 'z', 's'])} = {self.expr(2)}") +
+                           self.space())
+            else:
+                out.append(self.space() + "{# c #}" + self.space())
+        return "".join(out)
+
+
+def compare_random(seed, count, driver):
+    """Renders count random templates with jinja2 and the driver; prints the
+    differences, counting apart those that are only Python's object
+    addresses (in the repr of a generator or method, which nothing can
+    match) and the wording of TypeErrors. Returns the other differences."""
+    import re
+    templates = RandomTemplates(seed)
+    differ = addresses = wording = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        template_path, vars_path = os.path.join(tmp, "template.jinja"), os.path.join(tmp, "vars.json")
+        write_json(vars_path, DEFAULT_VARS)
+        for _ in range(count):
+            text = templates.statements(3)
+            with open(template_path, "w", encoding="utf-8") as f:
+                f.write(text)
+            want = render(text, DEFAULT_VARS)
+            got = subprocess.run([driver, template_path, vars_path, NOW_TEXT], capture_output=True)
+            if "output" in want and got.returncode == 0 and got.stdout == want["output"].encode():
+                continue
+            if "error" in want and got.returncode != 0:
+                line = re.search(rb"template line (\d+): (.*)", got.stderr)
+                e = want["error"]
+                if line and e["line"] in (None, int(line.group(1))):
+                    if message_must_match(e["type"]) and line.group(2).decode() != e["message"].replace("\n", " "):
+                        wording += 1
+                    continue
+            if "output" in want and re.search(r"object at 0x|<built-in method", want["output"]):
+                addresses += 1
+                continue
+            differ += 1
+            print(f"DIFFERENT: {text!r}\n  jinja2: {want!r:.300}\n  C:      "
+                  f"{(got.stdout if got.returncode == 0 else got.stderr)!r:.300}")
+    print(f"{count} random templates: {count - differ - addresses} agree with jinja2 ({wording} with other "
+          f"wording of an error), {addresses} differ only in Python's object addresses, {differ} differ")
+    return differ
+
+
+def message_must_match(error_type):
+    return error_type not in ("TemplateSyntaxError", "TemplateAssertionError", "SyntaxError")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--import-qwen", metavar="MODELS_DIR")
     parser.add_argument("--check", nargs=2, metavar=("TOKENIZER_CONFIG", "DRIVER"))
+    parser.add_argument("--random", nargs=3, metavar=("SEED", "COUNT", "DRIVER"))
     args = parser.parse_args()
     if jinja2.__version__ != "3.1.2":
         print(f"warning: jinja2 {jinja2.__version__}, not Debian's 3.1.2", file=sys.stderr)
     if args.check:
         sys.exit(1 if check(*args.check) else 0)
+    if args.random:
+        sys.exit(1 if compare_random(int(args.random[0]), int(args.random[1]), args.random[2]) else 0)
     if args.import_qwen:
         import_qwen(args.import_qwen)
     generate()
