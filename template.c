@@ -1257,7 +1257,6 @@ typedef struct {
     int depth;        /* nesting of expressions and blocks */
     bool soft;        /* inside an if: an unknown filter or test fails only when run */
     int loops;        /* for loops around the statement (break and continue need one) */
-    int macros;       /* macros around the statement */
     char unknown[96]; /* the first unknown filter or test, reported after parsing */
     int unknown_line;
     size_t unknown_pos; /* and its token */
@@ -1940,6 +1939,13 @@ static int find_filter(Str name) {
     for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++)
         if (str_is(name, filters[i].name)) return (int)filters[i].id;
     return -1;
+}
+
+/* A filter's name (the first of its names), for messages. */
+static const char *filter_name(FilterId id) {
+    for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++)
+        if (filters[i].id == id) return filters[i].name;
+    return "filter";
 }
 
 static int find_test(Str name) {
@@ -3055,9 +3061,7 @@ static Node *parse_macro(Parser *p) {
     int loops = p->loops;
     p->soft = false;
     p->loops = 0;
-    p->macros++;
     n->list = parse_statements(p, ends, true);
-    p->macros--;
     p->loops = loops;
     p->soft = soft;
     Node body = {.list = n->list};
@@ -5858,9 +5862,8 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
     static const char *const p_sum[] = {"attribute", "start", NULL};
     static const char *const p_attr[] = {"name", NULL};
     Value arg[4];
-    const char *fn = id >= 0 && id < FI_UNSUPPORTED ? filters[0].name : "filter";
-    for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++)
-        if ((int)filters[i].id == id) fn = filters[i].name;
+    if (id < 0) raise_error(&r->c, "No filter named '%.*s' found.", (int)(name.n < 64 ? name.n : 64), name.p);
+    const char *fn = filter_name((FilterId)id);
     switch (id) {
     case FI_ABS:
         bind_args(r, fn, a, none, arg);
@@ -6087,10 +6090,8 @@ static Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a
         }
         return v_int(words);
     }
-    case FI_UNSUPPORTED:
+    default: /* FI_UNSUPPORTED */
         raise_error(&r->c, "the filter '%.*s' is not supported", (int)name.n, name.p);
-    default:
-        raise_error(&r->c, "No filter named '%.*s' found.", (int)(name.n < 64 ? name.n : 64), name.p);
     }
 }
 
@@ -6206,7 +6207,7 @@ static const char *macro_name(const Macro *m) { return m->node->value.s.p; }
 static size_t capture_begin(Render *r) { return r->out.n; }
 
 static Value capture_end(Render *r, size_t start) {
-    Value v = new_str(&r->c, r->out.p + start, r->out.n - start);
+    Value v = r->out.n > start ? new_str(&r->c, r->out.p + start, r->out.n - start) : v_str("", 0);
     r->out.n = start;
     return v;
 }
@@ -6297,23 +6298,19 @@ static Value call_range(Render *r, const Args *a) {
     if (a->n_pos < 1 || a->n_pos > 3) raise_error(&r->c, "range expected 1 to 3 arguments, got %zu", a->n_pos);
     int64_t v[3] = {0, 0, 1};
     for (size_t i = 0; i < a->n_pos; i++) {
-        if (!is_integer(a->pos[i])) {
-            if (a->pos[i].kind == V_UNDEFINED) raise_undefined(&r->c, a->pos[i]);
+        if (!is_integer(a->pos[i]))
             raise_error(&r->c, "'%s' object cannot be interpreted as an integer", type_name(a->pos[i]));
-        }
         v[a->n_pos == 1 ? 1 : i] = int_of(a->pos[i]);
     }
     if (v[2] == 0) raise_error(&r->c, "range() arg 3 must not be zero");
-    double span = ((double)v[1] - (double)v[0]) / (double)v[2];
-    int64_t n = 0;
-    if (span > 0) n = (int64_t)ceil(span - 1e-9) > 0 ? 0 : 0;
-    /* the exact count, as Python computes it */
-    if (v[2] > 0 && v[1] > v[0]) n = (int64_t)(((uint64_t)v[1] - (uint64_t)v[0] - 1) / (uint64_t)v[2] + 1);
-    if (v[2] < 0 && v[0] > v[1]) n = (int64_t)(((uint64_t)v[0] - (uint64_t)v[1] - 1) / (uint64_t)(-(v[2] + 1) + 1) + 1);
+    /* the number of items, as Python counts them */
+    uint64_t n = 0;
+    if (v[2] > 0 && v[1] > v[0]) n = ((uint64_t)v[1] - (uint64_t)v[0] - 1) / (uint64_t)v[2] + 1;
+    if (v[2] < 0 && v[0] > v[1]) n = ((uint64_t)v[0] - (uint64_t)v[1] - 1) / (0 - (uint64_t)v[2]) + 1;
     if (n > JINJA_MAX_RANGE)
         raise_error(&r->c, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", JINJA_MAX_RANGE);
     List *l = new_list(&r->c, SEQ_RANGE, (size_t)n);
-    for (int64_t i = 0; i < n; i++) l->items[i] = v_int(v[0] + i * v[2]);
+    for (size_t i = 0; i < n; i++) l->items[i] = v_int(v[0] + (int64_t)i * v[2]);
     memcpy(l->range, v, sizeof v);
     return v_list(l);
 }

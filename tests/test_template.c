@@ -312,12 +312,9 @@ static void test_bad_input(void) {
 static void test_api(void) {
     /* one parse renders many times, each time from its variables alone */
     Error e;
-    Template *t = template_parse(
-        "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}"
-        "{{ ns.n }}{{ extra }}",
-        strlen("{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}"
-               "{{ ns.n }}{{ extra }}"),
-        &e);
+    const char *text = "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}"
+                       "{{ ns.n }}{{ extra }}";
+    Template *t = template_parse(text, strlen(text), &e);
     CHECK(t != NULL, "parses");
     const char *inputs[] = {"{\"messages\": [1, 2, 3]}", "{\"messages\": [], \"extra\": \"!\"}"};
     const char *wants[] = {"3", "0!"};
