@@ -60,6 +60,7 @@ typedef struct {
     int line;
     Chunk *chunks;
     size_t allocated, limit;
+    size_t iterations;   /* a render's loop iterations and items filtered, printed or sorted so far */
     unsigned char *last; /* the last allocation from the current chunk (see grow_last) */
     size_t last_len;     /* its size as asked for */
 } Ctx;
@@ -136,6 +137,12 @@ static bool grow_last(Ctx *c, const void *p, size_t len, size_t new_len) {
     k->used += new_size - old_size;
     c->last_len = new_len;
     return true;
+}
+
+/* One more iteration of the budget of TEMPLATE_MAX_ITERATIONS. */
+static void count_iteration(Ctx *c) {
+    if (++c->iterations > TEMPLATE_MAX_ITERATIONS)
+        raise_error(c, "the template ran more than %d loop iterations", TEMPLATE_MAX_ITERATIONS);
 }
 
 /* An array of n elements of size bytes, with the product checked. */
@@ -832,6 +839,19 @@ static void buf_addf(Buf *b, const char *fmt, ...) {
     buf_add(b, tmp, n < 0 ? 0 : (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
+/* An integer in decimal (printf is slow for the millions a list can hold). */
+static void buf_add_int(Buf *b, int64_t i) {
+    char digits[24];
+    int n = 0;
+    uint64_t u = i < 0 ? (uint64_t)0 - (uint64_t)i : (uint64_t)i;
+    do {
+        digits[sizeof digits - 1 - n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (i < 0) digits[sizeof digits - 1 - n++] = '-';
+    buf_add(b, digits + sizeof digits - n, (size_t)n);
+}
+
 /* The buffer's text as a str value (the bytes are copied, so the buffer
  * may be reused). */
 static Value buf_value(Buf *b) { return new_str(b->c, b->p, b->n); }
@@ -851,11 +871,17 @@ static void format_float(char out[40], double f) {
         strcpy(out, signbit(f) ? "-0.0" : "0.0");
         return;
     }
+    /* The fewest digits that read back as f: more digits never read back
+     * worse, so search for the count. */
     char sci[40];
-    for (int precision = 1; precision <= 17; precision++) {
-        snprintf(sci, sizeof sci, "%.*e", precision - 1, f);
-        if (strtod(sci, NULL) == f) break;
+    int lo = 1, hi = 17;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        snprintf(sci, sizeof sci, "%.*e", mid - 1, f);
+        if (strtod(sci, NULL) == f) hi = mid;
+        else lo = mid + 1;
     }
+    snprintf(sci, sizeof sci, "%.*e", lo - 1, f);
     /* sci is [-]d[.ddd]e[+-]xx: take the digits and the exponent apart. */
     char digits[24];
     int n_digits = 0;
@@ -930,6 +956,7 @@ static const char *method_name(int id);
 
 static void write_items(Render *r, Buf *b, const List *l, int depth) {
     for (size_t i = 0; i < l->len; i++) {
+        count_iteration(b->c);
         if (i) buf_adds(b, ", ");
         write_value(r, b, l->items[i], true, depth);
     }
@@ -938,6 +965,7 @@ static void write_items(Render *r, Buf *b, const List *l, int depth) {
 static void write_dict(Render *r, Buf *b, const Dict *d, int depth) {
     buf_addc(b, '{');
     for (size_t i = 0; i < d->len; i++) {
+        count_iteration(b->c);
         if (i) buf_adds(b, ", ");
         write_value(r, b, d->keys[i], true, depth);
         buf_adds(b, ": ");
@@ -962,7 +990,7 @@ static void write_value(Render *r, Buf *b, Value v, bool repr, int depth) {
         buf_adds(b, v.b ? "True" : "False");
         break;
     case V_INT:
-        buf_addf(b, "%" PRId64, v.i);
+        buf_add_int(b, v.i);
         break;
     case V_FLOAT:
         format_float(tmp, v.f);
@@ -1105,7 +1133,7 @@ static void json_dump(Ctx *c, Buf *b, Value v, const JsonStyle *st, int level) {
         buf_adds(b, v.b ? "true" : "false");
         return;
     case V_INT:
-        buf_addf(b, "%" PRId64, v.i);
+        buf_add_int(b, v.i);
         return;
     case V_FLOAT:
         json_float(b, v.f);
@@ -1121,6 +1149,7 @@ static void json_dump(Ctx *c, Buf *b, Value v, const JsonStyle *st, int level) {
         }
         buf_addc(b, '[');
         for (size_t i = 0; i < v.list->len; i++) {
+            count_iteration(c);
             if (i) buf_addstr(b, st->item_sep);
             if (st->has_indent) json_newline(b, st, level + 1);
             json_dump(c, b, v.list->items[i], st, level + 1);
@@ -1139,6 +1168,7 @@ static void json_dump(Ctx *c, Buf *b, Value v, const JsonStyle *st, int level) {
         if (st->sort_keys) sort_values(c, d->keys, order, d->len, false);
         buf_addc(b, '{');
         for (size_t k = 0; k < d->len; k++) {
+            count_iteration(c);
             Value key = d->keys[order[k]];
             if (k) buf_addstr(b, st->item_sep);
             if (st->has_indent) json_newline(b, st, level + 1);
@@ -3480,10 +3510,9 @@ struct Scope {
 struct Render {
     Ctx c;
     const Template *t;
-    Buf out;           /* the rendered text; captures (macros, set blocks) use its tail */
-    size_t iterations; /* loop iterations and filtered items so far */
-    int depth;         /* nesting of macro calls, blocks and expressions */
-    struct tm now;     /* for strftime_now */
+    Buf out;       /* the rendered text; captures (macros, set blocks) use its tail */
+    int depth;     /* nesting of macro calls, blocks and expressions */
+    struct tm now; /* for strftime_now */
     long microseconds;
     bool folding; /* evaluating a constant expression (eval_constant) */
 };
@@ -3537,16 +3566,11 @@ static Value lookup(Render *r, Scope *s, int name) {
     return undefined_named(&r->c, r->t->names[name]);
 }
 
-static void count_iteration(Render *r) {
-    if (++r->iterations > TEMPLATE_MAX_ITERATIONS)
-        raise_error(&r->c, "the template ran more than %d loop iterations", TEMPLATE_MAX_ITERATIONS);
-}
-
 /* Scanning long text by character (to index a non-ASCII str) counts
  * towards the iteration budget, so that indexing in a loop stays bounded. */
 static void count_scan(Render *r, size_t bytes) {
-    r->iterations += bytes / SCAN_BYTES_PER_ITERATION;
-    if (r->iterations > TEMPLATE_MAX_ITERATIONS) count_iteration(r);
+    r->c.iterations += bytes / SCAN_BYTES_PER_ITERATION;
+    if (r->c.iterations > TEMPLATE_MAX_ITERATIONS) count_iteration(&r->c);
 }
 
 static void enter_depth(Render *r) {
@@ -3661,6 +3685,7 @@ static void merge_sort(const SortBy *by, size_t *order, size_t *tmp, size_t n) {
 
 /* Sorts the indices order[0..n) by keys[order[i]]. */
 static void sort_values(Ctx *c, Value *keys, size_t *order, size_t n, bool reverse) {
+    for (size_t i = 0; i < n; i++) count_iteration(c);
     SortBy by = {c, keys, reverse};
     size_t *tmp = alloc_array(c, n, sizeof *tmp);
     merge_sort(&by, order, tmp, n);
@@ -4002,7 +4027,7 @@ static void loop_fill(Render *r, Loop *l, size_t want) {
             break;
         }
         Value item = l->raw[l->raw_pos++];
-        count_iteration(r);
+        count_iteration(&r->c);
         if (filter) {
             Scope *test = new_scope(r, l->scope);
             assign(r, l->node->a, item, test);
@@ -5442,7 +5467,7 @@ static List *select_items(Render *r, Value v, const Args *a, bool attr, bool kee
         size_t n;
         Value *items = iterate(r, v, &n);
         for (size_t i = 0; i < n; i++) {
-            count_iteration(r);
+            count_iteration(&r->c);
             Value x = attr ? get_path(r, items[i], parts, n_parts, v_missing(), false) : items[i];
             bool pass = test < 0 ? truthy(x) : apply_test_id(r, test, test_name, x, &test_args);
             if (pass == keep) list_push(&r->c, out, items[i]);
@@ -5484,7 +5509,7 @@ static List *map_items(Render *r, Value v, const Args *a) {
     size_t n;
     Value *items = iterate(r, v, &n);
     for (size_t i = 0; i < n; i++) {
-        count_iteration(r);
+        count_iteration(&r->c);
         list_push(&r->c, out,
                   by_attribute ? get_path(r, items[i], parts, n_parts, dflt, false)
                                : apply_filter_id(r, filter, filter_name, items[i], &rest));
@@ -5729,7 +5754,7 @@ static Value sum_filter(Render *r, Value v, Value attribute, Value start) {
     Value *items = iterate(r, v, &n);
     Value *parts = given(attribute) && attribute.kind != V_NONE ? attribute_parts(r, attribute, &n_parts) : NULL;
     for (size_t i = 0; i < n; i++) {
-        count_iteration(r);
+        count_iteration(&r->c);
         total = arith(r, OP_ADD, total, parts ? get_path(r, items[i], parts, n_parts, v_missing(), false) : items[i]);
     }
     return total;
@@ -5750,7 +5775,7 @@ static List *unique_filter(Render *r, Value v, Value case_sensitive, Value attri
     Value *keys = sort_keys(r, items, attribute, given(case_sensitive) && truthy(case_sensitive));
     Dict *seen = new_dict(&r->c, 0);
     for (size_t i = 0; i < items->len; i++) {
-        count_iteration(r);
+        count_iteration(&r->c);
         if (dict_get(&r->c, seen, keys[i])) continue;
         dict_set(&r->c, seen, keys[i], v_none());
         list_push(&r->c, out, items->items[i]);
@@ -5777,7 +5802,7 @@ static List *batch_or_slice(Render *r, Value v, Value count, Value fill, bool sl
     if (k > (int64_t)TEMPLATE_MAX_ITERATIONS) raise_error(&r->c, "too many slices");
     size_t per = items->len / (size_t)k, extra = items->len % (size_t)k, offset = 0;
     for (size_t s = 0; s < (size_t)k; s++) {
-        count_iteration(r);
+        count_iteration(&r->c);
         size_t start = offset + s * per;
         if (s < extra) offset++;
         size_t end = offset + (s + 1) * per, n = end - start;
@@ -6625,7 +6650,7 @@ static void run_for(Render *r, const Node *n, Scope *s, Value iterable, int dept
         r->c.line = n->line;
         loop_fill(r, l, i + 1);
         if (i >= l->items->len) break;
-        if (!n->c) count_iteration(r);
+        if (!n->c) count_iteration(&r->c);
         l->index0 = i;
         body->n = 0; /* each iteration starts with the loop's variables only */
         declare_locals(r, body, n->locals, n->n_locals);
@@ -6649,11 +6674,7 @@ static Flow exec(Render *r, const Node *n, Scope *s) {
     case N_PRINT: {
         Value v = eval(r, n->a, s);
         if (v.kind == V_STR) output(r, v.s);
-        else if (v.kind != V_UNDEFINED) {
-            size_t start = r->out.n;
-            write_value(r, &r->out, v, false, 0);
-            if (r->out.n - start > TEMPLATE_MAX_OUTPUT - start) output(r, (Str){"", TEMPLATE_MAX_OUTPUT});
-        }
+        else if (v.kind != V_UNDEFINED) write_value(r, &r->out, v, false, 0);
         break;
     }
     case N_IF:
@@ -6679,8 +6700,13 @@ static Flow exec(Render *r, const Node *n, Scope *s) {
     case N_SETBLOCK: {
         size_t start = capture_begin(r);
         enter_depth(r);
-        exec_body(r, n->list, new_frame(r, s, n));
+        Flow f = exec_body(r, n->list, new_frame(r, s, n));
         r->depth--;
+        if (f != FLOW_NORMAL) {
+            /* break or continue leaves the loop at once: nothing is set */
+            r->out.n = start;
+            return f;
+        }
         r->c.line = n->line;
         Value v = apply_filter_chain(r, n->b, capture_end(r, start), s);
         if (n->a->type == N_NSREF) {
@@ -6708,8 +6734,12 @@ static Flow exec(Render *r, const Node *n, Scope *s) {
     case N_FILTERBLOCK: {
         size_t start = capture_begin(r);
         enter_depth(r);
-        exec_body(r, n->list, new_frame(r, s, n));
+        Flow f = exec_body(r, n->list, new_frame(r, s, n));
         r->depth--;
+        if (f != FLOW_NORMAL) {
+            r->out.n = start;
+            return f;
+        }
         r->c.line = n->line;
         Value v = apply_filter_chain(r, n->b, capture_end(r, start), s);
         output(r, to_str(r, v).s);

@@ -22,9 +22,19 @@
  *   str.format, range, dict, namespace, raise_exception, strftime_now.
  * template.c lists every filter and test.
  *
- * A template is untrusted input: rendering is bounded by the limits below,
- * and every error is one line that names the template line, e.g.
- * "template line 3: 'dict object' has no attribute 'content'". */
+ * Known differences from jinja2: integers are 64-bit (Python's are not:
+ * what would overflow is an error), \N{...} escapes and complex numbers
+ * are not supported, case mapping (upper, lower, title) knows ASCII,
+ * Latin-1, Latin Extended-A, Greek and Cyrillic, and the repr of a
+ * generator or method has no memory address; call blocks, includes and
+ * the other tags that need more than one template are refused.
+ *
+ * A template is untrusted input: rendering is bounded by the limits below
+ * (deep nesting needs up to about 1 MiB of stack), and every error is one
+ * line that names the template line, e.g.
+ * "template line 3: 'dict object' has no attribute 'content'".
+ * A parsed template is read-only while it renders, so threads may render
+ * the same one at once. */
 #ifndef TEMPLATE_H
 #define TEMPLATE_H
 
@@ -37,7 +47,7 @@
 /* Limits on rendering an untrusted template. */
 #define TEMPLATE_MAX_OUTPUT ((size_t)16 << 20)  /* bytes of rendered text, and of any one string */
 #define TEMPLATE_MAX_MEMORY ((size_t)256 << 20) /* bytes of values a render may allocate */
-#define TEMPLATE_MAX_ITERATIONS 1000000         /* loop iterations and items filtered, per render */
+#define TEMPLATE_MAX_ITERATIONS 1000000         /* loop iterations, items filtered, printed, sorted */
 #define TEMPLATE_MAX_DEPTH 1000                 /* nesting of macro calls, blocks and expressions */
 #define TEMPLATE_MAX_TEXT ((size_t)1 << 20)     /* bytes of template text */
 
@@ -52,9 +62,11 @@ void template_free(Template *t);
  *   {"messages": [{"role": "user", "content": "Hi"}],
  *    "add_generation_prompt": true, "bos_token": "<s>", "tools": null}
  * (JSON null is Python's None; a variable that vars does not have is
- * undefined). now is the time strftime_now formats, or NULL for the current
- * local time. Returns the text (NUL-terminated, *out_len bytes) for the
- * caller to free, or NULL with the error in e. */
+ * undefined; transformers passes tools=None and documents=None when there
+ * are none, and its special tokens such as bos_token and eos_token). now is
+ * the time strftime_now formats, or NULL for the current local time.
+ * Returns the text (NUL-terminated, *out_len bytes) for the caller to free,
+ * or NULL with the error in e. */
 char *template_render(const Template *t, const JsonValue *vars, const struct tm *now, size_t *out_len, Error *e);
 
 #endif

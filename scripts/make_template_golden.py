@@ -39,6 +39,7 @@ the template line (null when jinja2 gives none), jinja2's exception type and
 its message.
 """
 import argparse
+import copy
 import datetime
 import json
 import os
@@ -111,7 +112,9 @@ def error_line(e):
 def render(text, variables):
     """{"output": ...} or {"error": {"line", "type", "message"}}."""
     try:
-        return {"output": ENV.from_string(text).render(**variables)}
+        # A copy: a template can change what it is given (list.pop is allowed,
+        # and the indent filter appends to a list with +=).
+        return {"output": ENV.from_string(text).render(**copy.deepcopy(variables))}
     except Exception as e:  # every failure of a template is an expected result here
         return {"error": {"line": error_line(e), "type": type(e).__name__, "message": str(e)}}
 
@@ -439,6 +442,7 @@ CONSTRUCTS = [
     ("constant_slices", "{{ true[1:] }}|{{ none[:2] }}|{% if true[1:]|lower %}no{% else %}empty{% endif %}|{{ (1, 2, 3)[1:] }}"),
     ("reverse_undefined", "{{ undefined_var|reverse|list }}|{{ (undefined_var|reverse) is iterable }}|{{ range(5)[1:4] }}|{{ range(10)[::3] }}"),
     ("percent_mapping", "{{ 'abc' % [1] }}|{{ '%s' % undefined_var }}|{{ 'x' % {} }}|{{ '%(a)s' % d }}"),
+    ("break_in_blocks", "{% for i in [1, 2, 3] %}{% set x %}a{{ i }}{% if i == 2 %}{% break %}{% endif %}{% endset %}{{ x }}{% endfor %}|{% for i in [1, 2, 3] %}{% filter upper %}a{{ i }}{% if i == 2 %}{% continue %}{% endif %}{% endfilter %}{% endfor %}|{% for i in [1, 2, 3] %}{% with y = i %}{{ y }}{% if i == 2 %}{% break %}{% endif %}{% endwith %}{% endfor %}"),
     ("empty_captures_first", "{% macro e() %}{% endmacro %}{{ e() }}{% set b %}{% endset %}{{ b }}{% filter upper %}{% endfilter %}x"),
     ("qwen_like_tool_loop",
      "{%- for message in messages %}{%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != 'tool') %}<{{ message.role }}>{%- endif %}{%- if loop.last or (messages[loop.index0 + 1].role != 'tool') %}</{{ message.role }}>{%- endif %}{%- endfor %}"),
