@@ -2220,9 +2220,8 @@ struct Node {
      * it sets that start undefined (see analyse_frame). */
     const int *locals;
     size_t n_locals;
-    /* An expression made of literals only: jinja2 evaluates it when it
-     * compiles the template, and keeps the value if it can (see
-     * eval_constant). print_root: the whole of a {{ }}. */
+    /* An expression jinja2 may evaluate when it compiles the template
+     * (see eval_constant). print_root: the whole of a {{ }}. */
     bool constant, print_root;
 };
 
@@ -2730,22 +2729,41 @@ static Node *parse_subscribed(Parser *p) {
     return n;
 }
 
-/* Marks the expressions made of literals only (no names, no calls, no
- * filters that see the context); returns whether n is one. */
-static bool mark_constants(Node *n) {
+/* Whether jinja2 can run a filter when it compiles the template: a known
+ * one that does not see the context, applied to something. */
+static bool is_literal_filter(const Node *n) {
+    return n->a && n->op >= 0 && n->op != FI_MAP && n->op != FI_SELECT && n->op != FI_REJECT &&
+           n->op != FI_SELECTATTR && n->op != FI_REJECTATTR && n->op != FI_UNSUPPORTED;
+}
+
+/* Whether an expression is made of literals only (no names, no calls,
+ * no filters that see the context). */
+static bool is_literal(const Node *n) {
     if (!n) return true;
-    bool constant = n->type < N_TEXT && n->type != N_NAME && n->type != N_CALL;
-    if (n->type == N_FILTER && (!n->a || n->op < 0 || n->op == FI_MAP || n->op == FI_SELECT || n->op == FI_REJECT ||
-                                n->op == FI_SELECTATTR || n->op == FI_REJECTATTR || n->op == FI_UNSUPPORTED))
-        constant = false;
-    if (n->type == N_TEST && n->op < 0) constant = false;
+    if (n->type == N_NAME || n->type == N_CALL || n->type >= N_TEXT) return false;
+    if (n->type == N_FILTER && !is_literal_filter(n)) return false;
+    if (n->type == N_TEST && n->op < 0) return false;
+    if (!is_literal(n->a) || !is_literal(n->b) || !is_literal(n->c) || !is_literal(n->d)) return false;
+    for (size_t i = 0; i < n->list.n; i++)
+        if (!is_literal(n->list.at[i])) return false;
+    for (size_t i = 0; i < n->kw.n; i++)
+        if (!is_literal(n->kw.at[i])) return false;
+    return true;
+}
+
+/* Marks the expressions jinja2 may evaluate differently when it compiles
+ * the template (see eval_constant): those holding a slice of a literal.
+ * Returns whether n is one. */
+static bool mark_foldable(Node *n) {
+    if (!n) return false;
+    bool foldable = n->type == N_GETITEM && n->b->type == N_SLICE && is_literal(n->a) && is_literal(n->b);
     Node *children[4] = {n->a, n->b, n->c, n->d};
-    for (int i = 0; i < 4; i++) constant &= mark_constants(children[i]);
-    for (size_t i = 0; i < n->list.n; i++) constant &= mark_constants(n->list.at[i]);
-    for (size_t i = 0; i < n->kw.n; i++) constant &= mark_constants(n->kw.at[i]);
-    n->constant = constant && n->type != N_CONST && n->type != N_SLICE && n->type != N_PAIR && n->type != N_KEYWORD &&
+    for (int i = 0; i < 4; i++) foldable |= mark_foldable(children[i]);
+    for (size_t i = 0; i < n->list.n; i++) foldable |= mark_foldable(n->list.at[i]);
+    for (size_t i = 0; i < n->kw.n; i++) foldable |= mark_foldable(n->kw.at[i]);
+    n->constant = foldable && n->type < N_TEXT && n->type != N_SLICE && n->type != N_PAIR && n->type != N_KEYWORD &&
                   n->type != N_OPERAND;
-    return constant;
+    return foldable;
 }
 
 static Node *parse_subscript(Parser *p, Node *node) {
@@ -6445,6 +6463,7 @@ static Value eval_inner(Render *r, const Node *n, Scope *s) {
     case N_CONST:
         return n->value;
     case N_NAME:
+        if (r->folding) raise_error(&r->c, "not a constant");
         return lookup(r, s, n->name);
     case N_GETATTR:
         return get_attr(r, eval(r, n->a, s), n->value.s, n->op);
@@ -6460,6 +6479,7 @@ static Value eval_inner(Render *r, const Node *n, Scope *s) {
         return get_item(r, obj, eval(r, k, s));
     }
     case N_CALL: {
+        if (r->folding) raise_error(&r->c, "not a constant");
         const Node *callee = n->a;
         if (callee->type == N_GETATTR) {
             /* obj.method(...) without making a bound method */
@@ -6480,6 +6500,7 @@ static Value eval_inner(Render *r, const Node *n, Scope *s) {
         return call_value(r, f, &a);
     }
     case N_FILTER: {
+        if (r->folding && !is_literal_filter(n)) raise_error(&r->c, "not a constant");
         Value v = eval(r, n->a, s);
         eval_args(r, n, s, &a);
         return apply_filter_id(r, n->op, n->value.s, v, &a);
@@ -6568,11 +6589,14 @@ static bool representable(Value v) {
     }
 }
 
-/* A constant expression, as jinja2 compiles it: evaluated once with its
- * slices looked up as items (undefined where a slice fails), the value is
- * kept if that works and gives a constant (or for a whole {{ }}, any value);
- * otherwise the expression runs as any other. The two differ only where a
- * slice fails. */
+/* jinja2 evaluates every expression it can when it compiles a template:
+ * as far as the evaluation gets without a variable, a call or a filter
+ * that needs the context (so `'a' or x` and `1 if c else x` can be
+ * constant). If that works and gives a constant (or anything, for a whole
+ * {{ }}), the value is kept; otherwise the expression runs as any other.
+ * The two differ only where a slice fails: evaluated early it is looked up
+ * as an item, undefined rather than an error. So this is done for the
+ * expressions that hold a slice of a literal (mark_foldable). */
 static Value eval_constant(Render *r, const Node *n, Scope *s) {
     jmp_buf trap, *outer = r->c.unwind;
     int depth = r->depth, line = r->c.line;
@@ -6852,7 +6876,7 @@ Template *template_parse(const char *text, size_t len, Error *e) {
     t->body = subparse(&p, NULL);
     if (p.unknown[0]) raise_at(&p.c, p.unknown_line, "%s", p.unknown);
     analyse_frame(&p, NULL, NULL, NULL, false, t->body, &t->locals, &t->n_locals);
-    for (size_t i = 0; i < t->body.n; i++) mark_constants(t->body.at[i]);
+    for (size_t i = 0; i < t->body.n; i++) mark_foldable(t->body.at[i]);
     t->chunks = p.c.chunks;
     return t;
 }

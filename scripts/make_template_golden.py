@@ -440,6 +440,7 @@ CONSTRUCTS = [
     ("scoping_with_setblock", "{% with a = n %}{{ n }}{% set n = 1 %}{{ a }}{{ n }}{% endwith %}{{ n }}|{% set blk %}{{ f }}{% set f = 4 %}{{ f }}{% endset %}{{ blk }}{{ f }}"),
     ("lazy_generators", "{% set g = l|map('string') %}{{ g|list }}{{ g|list }}|{{ (n|map('upper')) is defined }}|{% set bad = 5|select %}ok|{{ l|select('odd')|first }}|{{ 'a' in l|map('string') }}"),
     ("constant_slices", "{{ true[1:] }}|{{ none[:2] }}|{% if true[1:]|lower %}no{% else %}empty{% endif %}|{{ (1, 2, 3)[1:] }}"),
+    ("folding_dynamic", "{% set z = (loop|indent(2) if none[:2] else 2|int) %}{{ z }}|{{ not (1.0[:2] if 3 else l) }}|{{ 'a' or x[:2] }}|{{ (none[1:] or 5) + 1 }}|{{ x[:2] if false else 1 }}"),
     ("reverse_undefined", "{{ undefined_var|reverse|list }}|{{ (undefined_var|reverse) is iterable }}|{{ range(5)[1:4] }}|{{ range(10)[::3] }}"),
     ("percent_mapping", "{{ 'abc' % [1] }}|{{ '%s' % undefined_var }}|{{ 'x' % {} }}|{{ '%(a)s' % d }}"),
     ("break_in_blocks", "{% for i in [1, 2, 3] %}{% set x %}a{{ i }}{% if i == 2 %}{% break %}{% endif %}{% endset %}{{ x }}{% endfor %}|{% for i in [1, 2, 3] %}{% filter upper %}a{{ i }}{% if i == 2 %}{% continue %}{% endif %}{% endfilter %}{% endfor %}|{% for i in [1, 2, 3] %}{% with y = i %}{{ y }}{% if i == 2 %}{% break %}{% endif %}{% endwith %}{% endfor %}"),
