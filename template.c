@@ -2752,11 +2752,11 @@ static bool is_literal(const Node *n) {
 }
 
 /* Marks the expressions jinja2 may evaluate differently when it compiles
- * the template (see eval_constant): those holding a slice of a literal.
- * Returns whether n is one. */
+ * the template (see eval_constant): those holding a slice with literal
+ * bounds. Returns whether n is one. */
 static bool mark_foldable(Node *n) {
     if (!n) return false;
-    bool foldable = n->type == N_GETITEM && n->b->type == N_SLICE && is_literal(n->a) && is_literal(n->b);
+    bool foldable = n->type == N_GETITEM && n->b->type == N_SLICE && is_literal(n->b);
     Node *children[4] = {n->a, n->b, n->c, n->d};
     for (int i = 0; i < 4; i++) foldable |= mark_foldable(children[i]);
     for (size_t i = 0; i < n->list.n; i++) foldable |= mark_foldable(n->list.at[i]);
@@ -4919,6 +4919,8 @@ static Value other_method(Render *r, Value v, MethodId id, const Args *a) {
     }
     case M_INDEX:
     case M_COUNT: {
+        if (id == M_COUNT && (a->n_kw || a->n_pos != 1))
+            raise_error(&r->c, "%s.count() takes exactly one argument (%zu given)", type_name(v), a->n_pos + a->n_kw);
         positional_only(r, fn, a, 3);
         bind_args(r, fn, a, index_params, arg);
         if (!given(arg[0])) raise_error(&r->c, "%s() takes at least 1 argument (0 given)", fn);
@@ -6596,7 +6598,7 @@ static bool representable(Value v) {
  * {{ }}), the value is kept; otherwise the expression runs as any other.
  * The two differ only where a slice fails: evaluated early it is looked up
  * as an item, undefined rather than an error. So this is done for the
- * expressions that hold a slice of a literal (mark_foldable). */
+ * expressions that hold a slice (mark_foldable). */
 static Value eval_constant(Render *r, const Node *n, Scope *s) {
     jmp_buf trap, *outer = r->c.unwind;
     int depth = r->depth, line = r->c.line;
