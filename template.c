@@ -75,15 +75,17 @@ static noreturn void raise_at(Ctx *c, int line, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     size_t n = strlen(msg);
-    /* A message cut short must not end inside a UTF-8 character. */
-    if (n == sizeof msg - 1) {
-        size_t k = n;
-        while (k > 0 && ((unsigned char)msg[k - 1] & 0xC0) == 0x80) k--;
-        if (k > 0 && (unsigned char)msg[k - 1] >= 0xC0) n = k - 1;
-        msg[n] = '\0';
+    /* One line, valid UTF-8: a byte of a template's character can reach a
+     * message on its own (an unknown format code, say), and a long message
+     * is cut anywhere. */
+    for (size_t i = 0; i < n;) {
+        uint32_t ch;
+        bool truncated;
+        size_t used = utf8_next(msg + i, n - i, &ch, &truncated);
+        if (ch == UTF8_INVALID) memset(msg + i, '?', used);
+        else if (ch < 0x20 || ch == 0x7F) msg[i] = ' ';
+        i += used;
     }
-    for (char *p = msg; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7F) *p = ' ';
     fail(c->e, "template line %d: %s", line, msg);
     longjmp(*c->unwind, 1);
 }

@@ -20,6 +20,7 @@
 
 #include "../json.h"
 #include "../template.h"
+#include "../unicode.h"
 #include "test.h"
 
 #define DATA "tests/data/templates/"
@@ -304,6 +305,11 @@ static void test_bad_input(void) {
     /* an error message is one line, whatever raise_exception is given */
     out = render_json("\n{{ raise_exception('two\\nlines') }}", "{}", &e);
     CHECK(!out && strcmp(e.msg, "template line 2: two lines") == 0, "one-line error (%s)", e.msg);
+    /* and valid UTF-8, even when it quotes one byte of a character */
+    out = render_json("{{ '{0!\xc3\xa9}'.format(1) }}", "{}", &e);
+    char *fixed;
+    size_t fixed_len;
+    CHECK(!out && utf8_lossy(e.msg, strlen(e.msg), &fixed, &fixed_len) == 0, "valid UTF-8 error (%s)", e.msg);
     template_free(NULL);
 }
 
