@@ -1,18 +1,56 @@
-/* chat.h - a conversation with an instruction-tuned model: its messages,
- * written out by the checkpoint's chat template (as transformers'
- * apply_chat_template writes them) and tokenized, with the oldest turns
- * dropped when the conversation outgrows the context.
+/* chat.h - conversations with an instruction-tuned model.
  *
- * Every turn renders the whole conversation again; the Sequence that runs it
- * keeps the KV cache of the tokens it begins with, so a turn computes only
- * its new tokens. */
+ * A ChatTemplate is the checkpoint's own chat template (Jinja text, from
+ * chat_template.jinja or tokenizer_config.json) with the special tokens it
+ * may refer to; rendering a list of messages gives exactly the text
+ * transformers' apply_chat_template(..., tokenize=False) gives. The server
+ * renders its requests' messages with it.
+ *
+ * A Chat is the command line's conversation: its messages, rendered and
+ * tokenized as a whole every turn, with the oldest turns dropped when it
+ * outgrows the context. The Sequence that runs it keeps the KV cache of the
+ * tokens a turn begins with, so a turn computes only its new tokens. */
 #ifndef CHAT_H
 #define CHAT_H
 
 #include <stdbool.h>
 
+#include "json.h"
+#include "template.h"
 #include "tokenizer.h"
 #include "util.h"
+
+typedef struct {
+    Template *template;
+    char *source;              /* the file the template came from, for messages */
+    char *bos_token;           /* tokenizer_config.json's special tokens, or NULL */
+    char *eos_token;
+    char *unk_token;
+    char *pad_token;
+} ChatTemplate;
+
+/* The chat template of checkpoint MODEL: its chat_template.jinja, else
+ * tokenizer_config.json's "chat_template" (a string, or a list of named
+ * templates of which "default" is taken). An error when it has none. */
+int chat_template_load(ChatTemplate *t, const char *model, Error *e);
+void chat_template_free(ChatTemplate *t);
+
+/* The text of `messages` (a JSON array of {"role", "content", ...}), with
+ * the start of the assistant's reply when add_generation_prompt. The
+ * variables are those transformers passes: messages, tools and documents
+ * (null), add_generation_prompt, the special tokens, and the members of
+ * `extra` (a JSON object such as {"enable_thinking": false}, or NULL).
+ * A fresh string of *len bytes, or NULL with the template's error in e. */
+char *chat_template_render(const ChatTemplate *t, const JsonValue *messages, bool add_generation_prompt,
+                           const JsonValue *extra, size_t *len, Error *e);
+
+/* What `run template` renders: a conversation as JSON, either a list of
+ * messages or an object with "messages" and the template's other variables
+ * ("add_generation_prompt", "enable_thinking", "tools", ...). When
+ * add_generation_prompt or thinking is not -1 it replaces the JSON's (whose
+ * add_generation_prompt is false when absent, as in transformers). */
+char *chat_template_render_json(const ChatTemplate *t, const JsonValue *conversation, int add_generation_prompt,
+                                int thinking, size_t *len, Error *e);
 
 typedef struct {
     char *role;                /* "system", "user" or "assistant" */
@@ -20,27 +58,30 @@ typedef struct {
 } ChatMessage;
 
 typedef struct {
+    ChatTemplate template;
     Tokenizer *tokenizer;
-    char *system;              /* the system message asked for, or NULL: the template's default */
     int thinking;              /* enable_thinking: 1 or 0, or -1 to leave the template's default */
-    ChatMessage *messages;     /* [n_messages] the conversation, the system message not included */
+    ChatMessage *messages;     /* [n_messages] the conversation; a system message is the first */
     int n_messages, cap;
 } Chat;
 
-/* A conversation with checkpoint MODEL (its tokenizer_config.json has the
- * template) through tokenizer t. */
+/* A conversation with checkpoint MODEL through tokenizer t, beginning with
+ * the system message when `system` is not NULL. */
 int chat_init(Chat *c, const char *model, Tokenizer *t, const char *system, int thinking, Error *e);
 void chat_free(Chat *c);
 
 void chat_add(Chat *c, const char *role, const char *content);
 void chat_remove_last(Chat *c);
+
+/* Starts over: only the system message stays. */
 void chat_reset(Chat *c);
 
 /* The tokens of the conversation followed by the start of the assistant's
  * reply. When they would leave less than an eighth of `capacity` for the
- * reply, the oldest messages are dropped (the system message stays) until
- * they fit; *dropped says how many. An error when even the last message
- * alone does not fit. */
+ * reply, the oldest turns (a user message and the replies to it) are
+ * dropped, the system message kept, until they fit; *dropped says how many
+ * messages went. An error when even the last message alone does not fit,
+ * or the template fails. */
 int chat_prompt(Chat *c, int capacity, TokenIds *ids, int *dropped, Error *e);
 
 #endif

@@ -1176,6 +1176,58 @@ static int cmd_chat(Args *a) {
     return 0;
 }
 
+/* ---- template ---- */
+
+static int cmd_template(Args *a) {
+    const char *model = NULL, *file = NULL;
+    int generation_prompt = -1, thinking = -1;
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
+            printf("usage: run template MODEL [-f CONVERSATION.json] [flags]\n\n"
+                   "Prints the text that the checkpoint's chat template makes of a conversation,\n"
+                   "exactly as transformers' apply_chat_template(..., tokenize=False) returns it:\n"
+                   "what the model reads. The conversation (from FILE, or standard input) is JSON:\n"
+                   "a list of messages such as [{\"role\": \"user\", \"content\": \"Hi\"}], or an\n"
+                   "object with \"messages\" and the template's other variables, such as\n"
+                   "\"add_generation_prompt\" (default false), \"enable_thinking\" or \"tools\".\n\n"
+                   "flags:\n"
+                   "  -f, --file FILE      read the conversation from FILE ('-': standard input)\n"
+                   "  --generation-prompt  end with the start of the assistant's reply\n"
+                   "                       (add_generation_prompt=True)\n"
+                   "  --think, --no-think  enable_thinking true or false\n");
+            return 0;
+        }
+        if (is_flag(a, "-f|--file")) file = flag_value(a);
+        else if (is_flag(a, "--generation-prompt")) no_value(a), generation_prompt = 1;
+        else if (is_flag(a, "--think")) no_value(a), thinking = 1;
+        else if (is_flag(a, "--no-think")) no_value(a), thinking = 0;
+        else if (!operand_or_end(a)) continue;
+        else if (!model) model = a->argv[a->i];
+        else usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
+    }
+    if (!model) usage_error(a, "MODEL is missing");
+    Error e;
+    ChatTemplate t;
+    if (chat_template_load(&t, model, &e) != 0) die("%s", e.msg);
+    size_t len;
+    char *json;
+    if (file && strcmp(file, "-") != 0) {
+        if (read_file(file, &json, &len, &e) != 0) die("%s", e.msg);
+    } else {
+        json = read_standard_input(&len);
+    }
+    JsonDoc doc;
+    if (json_parse(&doc, json, len, &e) != 0) die("%s: %s", file ? file : "standard input", e.msg);
+    char *text = chat_template_render_json(&t, &doc.root, generation_prompt, thinking, &len, &e);
+    if (!text) die("%s", e.msg);
+    fwrite(text, 1, len, stdout);
+    free(text);
+    json_free(&doc);
+    free(json);
+    chat_template_free(&t);
+    return 0;
+}
+
 /* ---- subcommands ---- */
 
 typedef struct {
@@ -1191,6 +1243,7 @@ static const Command commands[] = {
     {"fwd", cmd_fwd, "run the forward pass on token ids; print the top next tokens"},
     {"gen", cmd_gen, "continue a prompt: stream generated text"},
     {"chat", cmd_chat, "chat with an instruction-tuned model"},
+    {"template", cmd_template, "print the text a chat template makes of a conversation"},
     {"bench", cmd_bench, "time prefill and decoding (tokens per second)"},
     {NULL, NULL, NULL},
 };
@@ -1203,7 +1256,7 @@ static void usage(FILE *out) {
           "\n"
           "commands:\n",
           out);
-    for (const Command *c = commands; c->name; c++) fprintf(out, "  %-7s %s\n", c->name, c->summary);
+    for (const Command *c = commands; c->name; c++) fprintf(out, "  %-8s %s\n", c->name, c->summary);
     fputs("\n"
           "MODEL is a checkpoint folder, or a .safetensors file whose folder holds the rest.\n"
           "'run COMMAND --help' (or 'run help COMMAND') lists a command's flags and their\n"

@@ -202,7 +202,8 @@ def generation_golden():
         messages += [{"role": "assistant", "content": text_of(reply1)}, {"role": "user", "content": CHAT_MESSAGES[1]}]
         context2 = tok(render_chat(messages))
         reply2, _ = greedy(d, context2, CHAT_TOKENS)
-        chat = {"messages": CHAT_MESSAGES, "turn_ids": [context, context2], "reply_ids": [reply1, reply2],
+        chat = {"messages": CHAT_MESSAGES, "conversation": messages, "turn_texts": [lines[CHAT_FIRST_LINE]["text"],
+                render_chat(messages)], "turn_ids": [context, context2], "reply_ids": [reply1, reply2],
                 "stdout": text_of(reply1) + "\n" + text_of(reply2) + "\n"}
     families = []
     for name, args in FAMILY_CHECKPOINTS:

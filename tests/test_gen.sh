@@ -22,6 +22,7 @@ sys.stdout.write(v if isinstance(v, str) else " ".join(map(str, v)) if isinstanc
 # shellcheck disable=SC2046 # the checkpoint's flags are split on purpose
 "$fixture" "$model" $(field checkpoint) >/dev/null
 cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
+cp tests/data/templates/qwen2.5.jinja "$model/chat_template.jinja"
 n=$(field gen_tokens)
 
 # ---- gen: the reference's greedy continuation, and one newline ----
@@ -81,6 +82,32 @@ $RUN chat "$model" --temp 0 --seed 0 -n "$(field chat_tokens)" <"$tmp/messages" 
 check "chat: exit 0 at the end of input" test $? -eq 0
 check "chat: two replies as the reference, each ending in a newline" cmp -s "$tmp/got" "$tmp/want"
 check "chat: only the seed on stderr when piped" test "$(cat "$tmp/err")" = "seed 0"
+
+# template: the text transformers renders (jinja2), and tokens that are the
+# ones chat feeds for the same conversation (the reference's ids above).
+python3 -c '
+import json, sys
+print(json.dumps({"messages": json.load(open(sys.argv[1]))["chat"]["conversation"], "add_generation_prompt": True}))' \
+    "$golden" >"$tmp/conversation.json"
+$RUN template "$model" -f "$tmp/conversation.json" >"$tmp/rendered" 2>"$tmp/err"
+check "template: exit 0" test $? -eq 0
+field chat turn_texts 1 >"$tmp/want_text"
+check "template: jinja2's text for a conversation" cmp -s "$tmp/rendered" "$tmp/want_text"
+check "template: tok of its text is the ids of chat's second turn" \
+    test "$($RUN tok "$model" --no-special -f "$tmp/rendered")" = "$(field chat turn_ids 1)"
+$RUN template "$model" --generation-prompt <"$tmp/conversation.json" >"$tmp/again" 2>/dev/null
+check "template: from standard input, the flag as the JSON's add_generation_prompt" cmp -s "$tmp/again" "$tmp/want_text"
+printf '[{"role": "user", "content": "hi"}]' | $RUN template "$model" >"$tmp/got"
+check "template: a bare list of messages, without the generation prompt" \
+    test "$(cat "$tmp/got")" = "$(field chat turn_texts 0 | sed '$d')"
+printf '{"messages": 5}' | $RUN template "$model" >/dev/null 2>"$tmp/err"
+check "template: a conversation that is not one is refused" grep -q "must be a list of messages" "$tmp/err"
+no_template=$tmp/no-template
+mkdir "$no_template"
+cp "$model/config.json" "$model/model.safetensors" "$model/tokenizer.json" "$no_template/"
+printf 'hi\n' | $RUN chat "$no_template" >/dev/null 2>"$tmp/err"
+check "chat: a checkpoint without a chat template: exit 1" test $? -eq 1
+check "chat: ... says it has no chat template" grep -q "no chat template" "$tmp/err"
 
 # /reset: the second conversation starts afresh, so its reply is the first's.
 first=$(head -n 1 "$tmp/want")

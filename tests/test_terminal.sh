@@ -13,6 +13,7 @@ checkpoint=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["c
 # shellcheck disable=SC2086 # the checkpoint's flags are split on purpose
 "$fixture" "$model" $checkpoint >/dev/null
 cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
+cp tests/data/templates/qwen2.5.jinja "$model/chat_template.jinja"
 pty() { python3 tests/pty_run.py --timeout 120 --log "$tmp/log" "$@"; }
 # The start of the reference's reply to prompt 0, as a regular expression.
 reply_start=$(python3 -c '
