@@ -1,9 +1,13 @@
 # Makefile for run.
-#   make                 build ./run (-O3 -march=native by default)
+#   make                 build ./run (-O3, a portable x86-64 binary that picks its
+#                        kernels by CPUID at run time: plain C, AVX2, AVX-512)
 #   make chat            build ./run, download the model if needed, chat with it
-#   make test            build everything and run the whole test suite
+#   make test            build everything and run the whole test suite (on the
+#                        best kernel path and on plain C; test_kernels and
+#                        test_net on every path)
 #   make sanitize        build ./run-san and the tests with ASan + UBSan
-#   make test-sanitize   run the whole test suite under the sanitizers
+#   make test-sanitize   the same under the sanitizers (the whole suite on the
+#                        best path only)
 #   make fuzz            build the libFuzzer targets (clang) into build-fuzz/;
 #                        scripts/fuzz.sh runs them
 #   make clean
@@ -11,11 +15,18 @@
 # flags, `make EXTRA_CFLAGS=...` adds to them; CC picks the compiler.
 
 CC ?= cc
-CFLAGS ?= -O3 -march=native
+CFLAGS ?= -O3
 EXTRA_CFLAGS ?=
-BASE_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -pthread
+# -ffp-contract=off: no multiply-add is fused unless the code says so, so
+# that every kernel path rounds the same way.
+BASE_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -pthread -ffp-contract=off
 LDLIBS = -lm -pthread
-SAN_CFLAGS = -O1 -g -march=native -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_CFLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+# The SIMD kernel paths, each file built for its instruction set (x86-64
+# only; elsewhere they compile to nothing and the plain path runs).
+X86 := $(filter x86_64% i686% i386%,$(shell $(CC) -dumpmachine))
+AVX2_FLAGS = $(if $(X86),-mavx2 -mfma -mf16c)
+AVX512_FLAGS = $(if $(X86),$(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16)
 # The library is built for libFuzzer's coverage; each target links its runtime.
 FUZZ_CFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer-no-link
 
@@ -47,6 +58,9 @@ $(BIN): $(BUILD)/main.o $(LIB_OBJ)
 
 $(BUILD)/%.o: %.c $(wildcard *.h) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/kernels_avx2.o: ALL_CFLAGS += $(AVX2_FLAGS)
+$(BUILD)/kernels_avx512.o: ALL_CFLAGS += $(AVX512_FLAGS)
 
 $(BUILD)/tests/%: tests/%.c tests/test.c tests/test.h $(LIB_OBJ) $(wildcard *.h) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ $< tests/test.c $(LIB_OBJ) $(LDLIBS)
@@ -80,7 +94,7 @@ build-san-tests: $(TEST_BIN) $(FIXTURE_TOOL) $(TEST_DATA)
 # "out of memory" error, as in the normal build, instead of ASan's report.
 test-sanitize: sanitize
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  TESTBIN=build-san/tests RUN=./run-san sh tests/run_tests.sh
+	  FULL_PATHS=best TESTBIN=build-san/tests RUN=./run-san sh tests/run_tests.sh
 
 fuzz:
 	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="$(FUZZ_CFLAGS)" fuzz-targets

@@ -1,32 +1,74 @@
 /* kernels.h - the arithmetic that dominates a forward pass: a weight matrix
  * times one activation vector (decoding a token) or times a block of them
- * (prefilling a prompt), for every weight format, spread over a thread pool.
+ * (prefilling a prompt), for every weight format, spread over a thread pool;
+ * attention; the SwiGLU activation; softmax.
  *
- * Every dot product is summed in one fixed order, the same in every kernel:
- * lane l (0..7) accumulates the products of the elements k = l (mod 8) in
- * increasing k, then the 8 lanes are added pairwise. So a token gives
- * bit-identical outputs whether it comes alone or in a block, and whatever the
- * number of threads. */
+ * Kernel paths. One binary carries three versions of every kernel: plain C
+ * (the definition, runs anywhere), AVX2+FMA+F16C, and AVX-512 (F, BW, VL,
+ * VNNI and BF16: Zen 4, Sapphire Rapids and later). The best path this CPU
+ * runs is chosen at the first use, or the one named by the environment
+ * variable RUN_KERNELS (plain, avx2, avx512), or by kernels_use().
+ *
+ * Exactness. Formats whose activations stay fp32 (weights f32, f16, bf16)
+ * give the same bits on every path, for any thread count, for a token alone
+ * or in a block. Every such dot product w . x over k = 0..K-1 is summed in
+ * one order, the "16-lane order": lane l (0..15) accumulates with fused
+ * multiply-adds, acc[l] = fma(w[k], x[k], acc[l]), the k with k = l (mod 16)
+ * in increasing k; then the lanes are added as a halving tree:
+ * s8[l] = acc[l] + acc[l+8], s4[l] = s8[l] + s8[l+4], s2[l] = s4[l] + s4[l+2],
+ * result = s2[0] + s2[1]. Attention, SwiGLU and softmax use one e^x (see
+ * kernel_exp in kernels_path.h) and orders stated at attend().
+ *
+ * Quantized formats (q8, q4) multiply integers: each token's activations are
+ * rounded per block of 32 to int8 (scale = max |x| / 127), each block's dot
+ * product is an exact int32 sum, and a row's result is, over the blocks b in
+ * order, acc = fma((float)isum_b, wscale_b * xscale_b, acc). That too is the
+ * same on every path, thread count and block size (integer sums do not
+ * depend on order), and differs from fp32 activations by the rounding of x.
+ *
+ * bf16 arithmetic (Matrix.math = MATH_BF16, for bf16 weights): activations
+ * rounded to bf16 (to nearest even), products accumulated in fp32 in pairs
+ * as the AVX-512 BF16 dot product does: lane l of each 32-element chunk
+ * takes elements 2l+1 then 2l, acc = acc + w*x with exact products, lanes
+ * added by the halving tree. Faster with AVX-512 BF16, less exact. */
 #ifndef KERNELS_H
 #define KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "threads.h"
+#include "util.h"
 
-typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_Q8 } WeightType;
+typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_Q8, WEIGHT_Q4 } WeightType;
 
-/* q8: weights are stored as int8 in blocks of Q8_BLOCK along a row, each
- * block with one float scale: w = q * scale. */
-#define Q8_BLOCK 32
+/* How bf16 weights are multiplied: exactly (fp32 activations) or with
+ * activations rounded to bf16 (see above). */
+typedef enum { MATH_EXACT, MATH_BF16 } MathMode;
+
+/* Quantized layouts (q8, q4). Columns split into blocks of QUANT_BLOCK, each
+ * with an f16 scale per row; rows come in groups of ROW_GROUP (the last
+ * group zero-padded), stored interleaved so that one 64-byte load holds 4
+ * consecutive columns of all 16 rows of a group, the shape the integer dot
+ * products (vpdpbusd: 4 byte products into each 32-bit lane) consume:
+ *   q8: data [group][block][k4 0..7][row 0..15][4] int8 q, w = q * scale,
+ *       q in -127..127; 512 bytes per group and block.
+ *   q4: data [group][block][k4 0..3][row 0..15][4] bytes; the low nibble of
+ *       byte i holds column 4*k4 + i, the high nibble column 16 + 4*k4 + i;
+ *       a nibble u in 0..15 means w = (u - 8) * scale; 256 bytes per group
+ *       and block.
+ *   scales: [group][block][row 0..15] f16. */
+enum { QUANT_BLOCK = 32, ROW_GROUP = 16 };
+#define Q8_BLOCK QUANT_BLOCK
 
 typedef struct {
     WeightType type;
     int rows, cols;
-    const void *data;      /* [rows][cols]: float, uint16_t (f16, bf16) or int8_t (q8) */
-    const float *scales;   /* q8 only: [rows][cols / Q8_BLOCK] */
-    void *owned;           /* memory this matrix allocated (f32 and q8 copies), else NULL */
+    const void *data;        /* f32/f16/bf16: [rows][cols] (float or uint16_t); q8/q4: see above */
+    const uint16_t *scales;  /* q8/q4: f16 scales, see above */
+    void *owned;             /* memory this matrix allocated (converted copies), else NULL */
+    MathMode math;           /* bf16 weights: MATH_BF16 rounds activations to bf16 */
 } Matrix;
 
 const char *weight_type_name(WeightType t);
@@ -38,17 +80,24 @@ size_t matrix_bytes(const Matrix *m);
  * x is [n_tokens][w->cols], out is [n_tokens][w->rows]. */
 void matmul(float *out, const float *x, const Matrix *w, int n_tokens, ThreadPool *pool);
 
-/* The same product computed plainly, one scalar at a time: the definition
- * that the SIMD kernels follow. */
+/* The same product on the plain C path, one scalar at a time: the
+ * definition that the SIMD kernels follow, bit for bit. */
 void matmul_plain(float *out, const float *x, const Matrix *w, int n_tokens);
 
 /* out[k] = w[row][k] widened to float: an embedding lookup. */
 void matrix_row(float *out, const Matrix *w, int row);
 
-/* A copy of src converted to f32, or quantized to q8 (cols must be a
- * multiple of Q8_BLOCK); the copy owns its memory. */
+/* A copy of src converted to f32, or quantized to q8 or q4 (cols must be a
+ * multiple of QUANT_BLOCK); the copy owns its memory.
+ * Per block, the scale d (rounded to f16) is the one among a few candidates
+ * that gives the least squared error sum (w - d q)^2 over the block, with
+ * q = clamp(round(w / d)):
+ *   q8: d = max|w| / 127, q in -127..127;
+ *   q4: d = M / {-8, -7.5, -8.5, -9}, M the weight of largest magnitude
+ *       (signed), q in -8..7. */
 Matrix matrix_to_f32(const Matrix *src, ThreadPool *pool);
 Matrix matrix_to_q8(const Matrix *src, ThreadPool *pool);
+Matrix matrix_to_q4(const Matrix *src, ThreadPool *pool);
 void matrix_free(Matrix *m);
 
 /* Causal attention for a block of n_q consecutive query tokens at positions
@@ -58,23 +107,52 @@ void matrix_free(Matrix *m);
  *   out[i][g] = sum over t <= pos + i of softmax_t(q[i][g] . k_t / sqrt(hd)) v_t.
  * Token i's heads are at q + i * ld and out + i * ld, head after head
  * ([group][hd]). scratch holds attend_scratch_floats(group, n_q, pos + n_q)
- * floats. */
+ * floats.
+ * The keys are taken in tiles of ATTEND_KEY_BLOCK positions from position 0,
+ * each tile read once for all the block's queries (flash attention): per
+ * query, a score is s = (q . k in the 16-lane order) * (1 / sqrt(hd)); per
+ * tile, with m the running maximum, m' = max(m, the tile's scores),
+ * a = e^(m - m') (0 for the first tile), p_t = e^(s_t - m'), the running
+ * sum l = l a + (the tile's p_t added as 16 lanes t mod 16, then the halving
+ * tree), the output o = o a, then o += p_t v_t for t in order (fma); at the
+ * end out = o / l. So a query's result does not depend on n_q or pos. */
 void attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values, int group,
             int hd, float *scratch);
 size_t attend_scratch_floats(int group, int n_q, int n_keys);
 
-/* Query tokens per attend() call that the forward pass hands a thread. */
-enum { ATTEND_QUERY_BLOCK = 16 };
-
-/* x = softmax(x) = e^x_i / sum_j e^x_j over n values, in place. */
-void softmax(float *x, int n);
+/* Query tokens per attend() call that the forward pass hands a thread, and
+ * key positions per tile. */
+enum { ATTEND_QUERY_BLOCK = 32, ATTEND_KEY_BLOCK = 64 };
 
 /* The SwiGLU activation, elementwise over n values: gate = silu(gate) * up,
  * where silu(g) = g / (1 + e^-g). */
 void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool);
 
+/* x = softmax(x) over n values: e^(x_i - max) / sum, the sum taken in 16
+ * lanes (i mod 16) and the halving tree. */
+void softmax(float *x, int n);
+
 /* Conversions of single 16-bit floats. */
 float bf16_to_f32(uint16_t h);
 float f16_to_f32(uint16_t h);
+/* Rounded to nearest even (NaN stays NaN). */
+uint16_t f32_to_bf16(float f);
+uint16_t f32_to_f16(float f);
+
+/* ---- kernel paths ---- */
+enum { KERNEL_PATHS = 3 };
+
+/* The name of path i < KERNEL_PATHS ("plain", "avx2", "avx512"), and whether
+ * this CPU can run it. */
+const char *kernel_path_name(int i);
+bool kernel_path_supported(int i);
+
+/* Uses the path `name`, or with NULL or "" the best this CPU runs; fails for
+ * a name that is unknown or that this CPU cannot run. */
+int kernels_use(const char *name, Error *e);
+
+/* The path in use (chosen at the first use if kernels_use was not called:
+ * RUN_KERNELS if it names a path this CPU runs, else the best). */
+const char *kernels_in_use(void);
 
 #endif

@@ -121,16 +121,28 @@ static const char *model_flags_help =
     "                       (default: min(max_position_embeddings, 4096))\n"
     "  -t, --threads N      threads (default: one per CPU this process may use)\n"
     "  --dtype T            the big matrices as stored (bf16 or f16: the default),\n"
-    "                       converted to f32, or quantized to q8 (int8, blocks of 32)\n";
+    "                       converted to f32, or quantized to q8 (int8, blocks of\n"
+    "                       32) or q4 (4 bits, blocks of 32; embedding and output\n"
+    "                       head q8)\n"
+    "  --math M             exact (default): fp32 activations; bf16: bf16 weights\n"
+    "                       times activations rounded to bf16, faster on CPUs with\n"
+    "                       AVX-512 BF16, less exact\n";
 
 static DTypeChoice parse_dtype(const Args *a, const char *value) {
     static const struct {
         const char *name;
         DTypeChoice dtype;
-    } names[] = {{"bf16", DTYPE_AS_BF16}, {"f16", DTYPE_AS_F16}, {"f32", DTYPE_AS_F32}, {"q8", DTYPE_AS_Q8}};
+    } names[] = {{"bf16", DTYPE_AS_BF16}, {"f16", DTYPE_AS_F16}, {"f32", DTYPE_AS_F32}, {"q8", DTYPE_AS_Q8},
+                 {"q4", DTYPE_AS_Q4}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(value, names[i].name) == 0) return names[i].dtype;
-    usage_error(a, "--dtype: expected bf16, f16, f32 or q8, got '%s'", value);
+    usage_error(a, "--dtype: expected bf16, f16, f32, q8 or q4, got '%s'", value);
+}
+
+static MathMode parse_math(const Args *a, const char *value) {
+    if (strcmp(value, "exact") == 0) return MATH_EXACT;
+    if (strcmp(value, "bf16") == 0) return MATH_BF16;
+    usage_error(a, "--math: expected exact or bf16, got '%s'", value);
 }
 
 /* Consumes the current argument (and its value) if it is a model flag. */
@@ -138,6 +150,7 @@ static bool model_flag(Args *a, ModelOptions *opt) {
     if (is_flag(a, "-c|--ctx-size")) opt->context = (int)parse_long(a, "-c", flag_value(a), 1, 1 << 24);
     else if (is_flag(a, "-t|--threads")) opt->threads = (int)parse_long(a, "-t", flag_value(a), 1, 1024);
     else if (is_flag(a, "--dtype")) opt->dtype = parse_dtype(a, flag_value(a));
+    else if (is_flag(a, "--math")) opt->math = parse_math(a, flag_value(a));
     else return false;
     return true;
 }
@@ -220,7 +233,7 @@ static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions
     Error e;
     Progress progress;
     progress_start(&progress, path);
-    progress_phase(&progress, opt->dtype == DTYPE_AS_Q8 ? "quantizing the weights of" :
+    progress_phase(&progress, opt->dtype == DTYPE_AS_Q8 || opt->dtype == DTYPE_AS_Q4 ? "quantizing the weights of" :
                               opt->dtype == DTYPE_AS_F32 ? "converting the weights of" : "opening");
     if (model_load(m, path, opt, &e) != 0) progress_end(&progress), die("%s", e.msg);
     if (warm) model_warm_up(m);
@@ -243,8 +256,8 @@ static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions
     free(tok_path);
     if (rc != 0) die("%s", e.msg);
     if (opt->threads > cpu_count())
-        warn("%d threads asked for, but this process may use %d CPUs: threads will wait for each other", opt->threads,
-             cpu_count());
+        warn("-t %d: this process may use %d CPU%s; more threads than that wait for each other", opt->threads, cpu_count(),
+             cpu_count() == 1 ? "" : "s");
     return t;
 }
 
@@ -344,7 +357,7 @@ static int cmd_info(Args *a) {
            params >= 1e9 ? "B" : "M", bytes / 1e6);
     size_t weights = model_weight_bytes(&m), kv = kv_cache_bytes(c, m.max_context);
     printf("memory to run: weights %.1f MB (%s%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", weights / 1e6,
-           weight_type_name(m.dtype), m.dtype == WEIGHT_F32 || m.dtype == WEIGHT_Q8 ? ", converted at load" : ", mapped from the file",
+           weight_type_name(m.dtype), m.dtype == WEIGHT_F32 || m.dtype == WEIGHT_Q8 || m.dtype == WEIGHT_Q4 ? ", converted at load" : ", mapped from the file",
            kv / 1e6, m.max_context, (weights + kv) / 1e6);
     model_free(&m);
     tokenizer_free(tokenizer);
@@ -550,8 +563,9 @@ static int cmd_bench(Args *a) {
     int *tokens = xmalloc((size_t)longest * sizeof *tokens);
     for (int i = 0; i < longest; i++) tokens[i] = (int)((i * 7919L + 13) % vocab);
     int threads = pool_size(m.pool);
-    printf("model %s: %s weights, %.1f MB, %d thread%s\n", path, weight_type_name(m.dtype), model_weight_bytes(&m) / 1e6,
-           threads, threads == 1 ? "" : "s");
+    printf("model %s: %s weights%s, %.1f MB, %d thread%s, %s kernels\n", path, weight_type_name(m.dtype),
+           m.math == MATH_BF16 ? " (bf16 arithmetic)" : "", model_weight_bytes(&m) / 1e6, threads, threads == 1 ? "" : "s",
+           kernels_in_use());
 
     /* A first token maps the weights in; then the cache is filled to the depth. */
     KVCache kv;
@@ -1288,6 +1302,8 @@ int main(int argc, char **argv) {
         Args a = {.command = argv[2], .argc = 2, .argv = help_argv};
         return find_command(argv[2])->run(&a);
     }
+    Error e;
+    if (kernels_use(getenv("RUN_KERNELS"), &e) != 0) die("RUN_KERNELS: %s", e.msg);
     Args a = {.command = argv[1], .argc = argc - 1, .argv = argv + 1};
     return find_command(argv[1])->run(&a);
 }

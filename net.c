@@ -47,16 +47,25 @@ static const Tensor *find_tensor(Loader *ld, const char *name, int rows, int col
     return t;
 }
 
-/* A matrix as a view into the mapping, converted when another format is asked for. */
+/* A matrix as a view into the mapping, converted when another format is
+ * asked for. With q4, the embedding and the output head are q8: the logits
+ * are the most sensitive to rounding, and a token's embedding row is read
+ * alone, not streamed. */
 static int load_matrix(Loader *ld, const char *name, int rows, int cols, Matrix *out, Error *e) {
     const Tensor *t = find_tensor(ld, name, rows, cols, e);
     if (!t) return -1;
     Model *m = ld->m;
-    Matrix view = {.type = weight_type_of(t->dtype), .rows = rows, .cols = cols, .data = t->data};
-    if (m->dtype == view.type) *out = view;
-    else if (m->dtype == WEIGHT_Q8 && cols % Q8_BLOCK == 0) *out = matrix_to_q8(&view, m->pool);
-    else if (m->dtype == WEIGHT_Q8) *out = view;  /* rows that don't split into blocks stay as stored */
+    Matrix view = {.type = weight_type_of(t->dtype), .rows = rows, .cols = cols, .data = t->data, .math = MATH_EXACT};
+    bool head = strcmp(name, "model.embed_tokens.weight") == 0 || strcmp(name, "lm_head.weight") == 0;
+    WeightType want = m->dtype == WEIGHT_Q4 && head ? WEIGHT_Q8 : m->dtype;
+    if (want == view.type) *out = view;
+    else if ((want == WEIGHT_Q8 || want == WEIGHT_Q4) && cols % QUANT_BLOCK != 0) *out = view;  /* rows that don't split into blocks stay as stored */
+    else if (want == WEIGHT_Q8) *out = matrix_to_q8(&view, m->pool);
+    else if (want == WEIGHT_Q4) *out = matrix_to_q4(&view, m->pool);
     else *out = matrix_to_f32(&view, m->pool);
+    /* bf16 arithmetic in the layers; the output head stays exact: it runs
+     * for one token per forward pass, so exactness there costs nothing. */
+    if (out->type == WEIGHT_BF16 && !head) out->math = m->math;
     return 0;
 }
 
@@ -67,7 +76,7 @@ static int load_vector(Loader *ld, const char *name, int n, bool present, float 
     if (!present) return 0;
     const Tensor *t = find_tensor(ld, name, n, 0, e);
     if (!t) return -1;
-    Matrix view = {.type = weight_type_of(t->dtype), .rows = 1, .cols = n, .data = t->data};
+    Matrix view = {.type = weight_type_of(t->dtype), .rows = 1, .cols = n, .data = t->data, .math = MATH_EXACT};
     *out = xmalloc((size_t)n * sizeof(float));
     matrix_row(*out, &view, 0);
     return 0;
@@ -266,13 +275,13 @@ static char *weights_path(const char *model, Error *e) {
 
 /* The format to run the big matrices in: as stored, or a conversion. */
 static int choose_dtype(DTypeChoice choice, WeightType stored, WeightType *out, Error *e) {
-    static const WeightType chosen[] = {
-        [DTYPE_AS_BF16] = WEIGHT_BF16, [DTYPE_AS_F16] = WEIGHT_F16, [DTYPE_AS_F32] = WEIGHT_F32, [DTYPE_AS_Q8] = WEIGHT_Q8};
+    static const WeightType chosen[] = {[DTYPE_AS_BF16] = WEIGHT_BF16, [DTYPE_AS_F16] = WEIGHT_F16, [DTYPE_AS_F32] = WEIGHT_F32,
+                                        [DTYPE_AS_Q8] = WEIGHT_Q8, [DTYPE_AS_Q4] = WEIGHT_Q4};
     *out = choice == DTYPE_AS_STORED ? stored : chosen[choice];
     /* Half precisions are only run as stored: converting one into the other would round. */
     bool half = *out == WEIGHT_BF16 || *out == WEIGHT_F16;
     if (half && *out != stored)
-        return fail(e, "the weights are stored as %s: they can run as %s, f32 or q8, not %s", weight_type_name(stored),
+        return fail(e, "the weights are stored as %s: they can run as %s, f32, q8 or q4, not %s", weight_type_name(stored),
                     weight_type_name(stored), weight_type_name(*out));
     return 0;
 }
@@ -311,6 +320,11 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
         st_close(&m->st);
         return -1;
     }
+    if (opt->math == MATH_BF16 && m->dtype != WEIGHT_BF16) {
+        st_close(&m->st);
+        return fail(e, "bf16 arithmetic needs bf16 weights (these run as %s)", weight_type_name(m->dtype));
+    }
+    m->math = opt->math;
     m->pool = pool_new(opt->threads > 0 ? opt->threads : cpu_count());
     if (load_weights(m, e) != 0) {
         model_free(m);

@@ -64,12 +64,13 @@ typedef struct {
     int logits_rows;
 } RunState;
 
-typedef enum { DTYPE_AS_STORED, DTYPE_AS_BF16, DTYPE_AS_F16, DTYPE_AS_F32, DTYPE_AS_Q8 } DTypeChoice;
+typedef enum { DTYPE_AS_STORED, DTYPE_AS_BF16, DTYPE_AS_F16, DTYPE_AS_F32, DTYPE_AS_Q8, DTYPE_AS_Q4 } DTypeChoice;
 
 typedef struct {
     int context;               /* longest sequence (KV cache capacity); 0: min(max_position_embeddings, 4096) */
     int threads;               /* 0: one per CPU */
     DTypeChoice dtype;         /* the format of the big matrices */
+    MathMode math;             /* MATH_BF16: bf16 weights times activations rounded to bf16 */
 } ModelOptions;
 
 /* What a probe is shown: one step of the forward pass for a block of
@@ -111,6 +112,7 @@ typedef struct {
     RunState state;
     int max_context;           /* the largest KV cache capacity a forward pass accepts */
     WeightType dtype;          /* format of the big matrices */
+    MathMode math;             /* how bf16 matrices multiply */
     SafeTensors st;            /* the mapped checkpoint */
     ThreadPool *pool;
     pthread_t warm_up;         /* the thread mapping the weights in, see model_warm_up */

@@ -3,11 +3,14 @@
 #
 # MODEL defaults to a random-weight checkpoint with Qwen2.5-0.5B's exact
 # shapes, written once to build/bench-0.5b by tests/make_checkpoint (speed
-# does not depend on the values of the weights). For each of bf16, q8 and
-# f32 it runs `./run bench` (prefill of 128 tokens, decode of 64), then
+# does not depend on the values of the weights). For each of bf16, bf16 with
+# bf16 arithmetic, q8, q4 and f32 it runs `./run bench` (prefill of 128
+# tokens, decode of 64), then
 # decoding bf16 deep into the context, and the machine's memory bandwidth,
 # which bounds decoding: every token reads every weight once.
-#   REPEATS (default 3) and THREADS (default: all CPUs) tune the runs.
+#   REPEATS (default 3) and THREADS (default: all CPUs) tune the runs;
+#   RUN_KERNELS=plain|avx2|avx512 picks a kernel path.
+# scripts/bench_vs_llamacpp.sh compares with llama.cpp.
 set -eu
 cd "$(dirname "$0")/.."
 repeats=${REPEATS:-3}
@@ -34,12 +37,14 @@ weight_mb() {
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads, memory read at $bandwidth GB/s"
 echo "model: $model"
 echo
-printf '%-6s %12s %10s %12s %18s\n' dtype "pp128 tok/s" "tg64 tok/s" "weights MB" "tg bound tok/s"
-for dtype in bf16 q8 f32; do
-    set -- $(speed --dtype "$dtype")
-    mb=$(weight_mb "$dtype")
+printf '%-9s %12s %10s %12s %18s\n' dtype "pp128 tok/s" "tg64 tok/s" "weights MB" "tg bound tok/s"
+for dtype in bf16 bf16-math q8 q4 f32; do
+    flags="--dtype ${dtype%-math}"
+    [ "$dtype" = bf16-math ] && flags="$flags --math bf16"
+    set -- $(speed $flags)
+    mb=$(weight_mb "${dtype%-math}")
     bound=$(awk -v bw="$bandwidth" -v mb="$mb" 'BEGIN { printf "%.1f", bw * 1000 / mb }')
-    printf '%-6s %12s %10s %12s %18s\n' "$dtype" "$1" "$2" "$mb" "$bound"
+    printf '%-9s %12s %10s %12s %18s\n' "$dtype" "$1" "$2" "$mb" "$bound"
 done
 echo
 echo "decode (bf16) deep in the context:"

@@ -1,8 +1,13 @@
 #!/bin/sh
-# tests/run_tests.sh - runs every test program and script, then prints the
-# total as its last line: "N passed, N failed".
-#   TESTBIN: folder of the built tests/test_* programs (default build/tests)
-#   RUN:     the run binary the end-to-end scripts use (default ./run)
+# tests/run_tests.sh - runs the test programs and scripts on the kernel paths
+# this CPU has (plain C, AVX2, AVX-512: RUN_KERNELS selects one), so that no
+# path can hide a bug, then prints the total as its last line:
+# "N passed, N failed". The kernel and forward-pass tests (test_kernels,
+# test_net) run on every path; the whole suite on the FULL_PATHS.
+#   TESTBIN:    folder of the built tests/test_* programs (default build/tests)
+#   RUN:        the run binary the end-to-end scripts use (default ./run)
+#   FULL_PATHS: the paths the whole suite runs on, "best" naming the CPU's
+#               best path, the one run chooses by itself (default: "best plain")
 TESTBIN=${TESTBIN:-build/tests}
 export RUN=${RUN:-./run}
 total_passed=0
@@ -29,16 +34,31 @@ report() {  # report NAME STATUS: show failures and sanitizer findings, then cou
     count "$1" "$2"
 }
 
-for t in "$TESTBIN"/test_*; do
-    [ -x "$t" ] || continue
-    "$t" >"$log" 2>&1
-    status=$?
-    report "$t" "$status"
-done
-for t in tests/test_*.sh; do
-    [ -f "$t" ] || continue
-    sh "$t" >"$log" 2>&1
-    report "$t" "$?"
+paths=$("$TESTBIN"/test_kernels --paths)
+if [ -z "$paths" ]; then
+    echo "FAIL $TESTBIN/test_kernels --paths listed no kernel path"
+    total_failed=$((total_failed + 1))
+fi
+best=$(echo $paths | awk '{ print $NF }')
+full_paths=$(echo "${FULL_PATHS:-best plain}" | sed "s/best/$best/")
+for path in $paths; do
+    export RUN_KERNELS=$path
+    whole=false
+    for p in $full_paths; do [ "$p" = "$path" ] && whole=true; done
+    echo "kernel path $path ($($whole && echo "the whole suite" || echo "the kernel and forward-pass tests")):"
+    for t in "$TESTBIN"/test_*; do
+        [ -x "$t" ] || continue
+        case $t in */test_kernels | */test_net) ;; *) $whole || continue ;; esac
+        "$t" >"$log" 2>&1
+        status=$?
+        report "$t" "$status"
+    done
+    $whole || continue
+    for t in tests/test_*.sh; do
+        [ -f "$t" ] || continue
+        sh "$t" >"$log" 2>&1
+        report "$t" "$?"
+    done
 done
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

@@ -116,9 +116,10 @@ for bad in 0 -5 abc 12x "" 1e3 99999999999999999999 16777217; do
 done
 expect 2 "-t: expected an integer in [1, 1024], got '0'" info "$base" -t 0
 expect 2 "-t: expected an integer in [1, 1024], got '100000'" info "$base" -t 100000
-expect 2 "--dtype: expected bf16, f16, f32 or q8, got 'q4'" info "$base" --dtype q4
+expect 2 "--dtype: expected bf16, f16, f32, q8 or q4, got 'q3'" info "$base" --dtype q3
+expect 2 "--math: expected exact or bf16, got 'fast'" info "$base" --math fast
 expect 2 "--dtype needs a value" info "$base" --dtype
-expect 1 "the weights are stored as bf16: they can run as bf16, f32 or q8, not f16" info "$base" --dtype f16
+expect 1 "the weights are stored as bf16: they can run as bf16, f32, q8 or q4, not f16" info "$base" --dtype f16
 expect 1 "a context of 65 positions is outside [1, 64]" info "$base" -c 65
 expect 1 "a context of 16777216 positions is outside [1, 64]" fwd "$base" --tokens 1 -c 16777216
 

@@ -1,9 +1,11 @@
 /* test_kernels.c - the arithmetic kernels against plain double-precision
- * arithmetic written here, and their promises: every weight format, every
- * shape tail, the same bits for one token or a block and for any number of
- * threads. */
+ * arithmetic written here, and their promises, on every kernel path this
+ * CPU runs: every weight format, every shape tail, the same bits as the
+ * plain C path, for one token or a block and for any number of threads.
+ *   test_kernels --paths   prints the paths this CPU runs, one a line */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,31 +20,44 @@ static float uniform(void) {  /* in [-1, 1) */
     return (float)(rng >> 40) / 8388608.0f - 1.0f;
 }
 
-static uint16_t to_bf16(float f) {
+/* A value of x rounded to bf16 by truncation: any bf16 value will do. */
+static uint16_t truncate_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);  /* truncation: any bf16 value will do */
+    return (uint16_t)(u >> 16);
 }
 
-/* A random rows x cols matrix stored as `type`, and its exact values in double. */
+static double bf16_value(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* A random rows x cols matrix stored as `type` (f32, f16 or bf16), and its
+ * exact values in double. */
 static Matrix random_matrix(WeightType type, int rows, int cols, double *exact) {
     size_t n = (size_t)rows * cols;
-    Matrix m = {type, rows, cols, NULL, NULL, NULL};
-    if (type == WEIGHT_BF16) {
-        uint16_t *w = xmalloc(n * 2);
-        for (size_t i = 0; i < n; i++) {
-            w[i] = to_bf16(uniform());
-            uint32_t u = (uint32_t)w[i] << 16;
-            float f;
-            memcpy(&f, &u, 4);
-            exact[i] = f;
-        }
-        m.data = m.owned = w;
-    } else {
+    Matrix m = {type, rows, cols, NULL, NULL, NULL, MATH_EXACT};
+    if (type == WEIGHT_F32) {
         float *w = xmalloc(n * 4);
         for (size_t i = 0; i < n; i++) exact[i] = w[i] = uniform();
         m.data = m.owned = w;
+        return m;
     }
+    uint16_t *w = xmalloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        float f = uniform();
+        if (type == WEIGHT_BF16) {
+            w[i] = truncate_bf16(f);
+            exact[i] = bf16_value(w[i]);
+        } else {  /* f16: a random sign, exponent in [-8, 0) and mantissa */
+            int e = 7 + (int)((uniform() + 1) * 4), mant = (int)((uniform() + 1) * 512);
+            w[i] = (uint16_t)((f < 0 ? 0x8000 : 0) | e << 10 | mant);
+            exact[i] = (f < 0 ? -1 : 1) * ldexp(1024 + mant, e - 25);
+        }
+    }
+    m.data = m.owned = w;
     return m;
 }
 
@@ -59,147 +74,308 @@ static double matmul_error(const float *Y, const double *W, const float *X, int 
     return max_err / max_ref;
 }
 
+static bool same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+/* The promises every format keeps on this path: matmul = matmul_plain bit
+ * for bit, a block = one token at a time, any thread count. Returns the
+ * block's output [n][rows] (the caller frees it). */
+static float *check_invariants(const char *what, const Matrix *W, const float *X, int n, ThreadPool *pools[3]) {
+    int rows = W->rows, cols = W->cols;
+    size_t size = (size_t)n * rows;
+    float *block = xmalloc(size * sizeof(float)), *other = xmalloc(size * sizeof(float));
+    matmul(block, X, W, n, pools[1]);
+    matmul_plain(other, X, W, n);
+    CHECK(same(block, other, size), "%s %s %dx%d: = the plain C definition, bit for bit", kernels_in_use(), what, rows, cols);
+    for (int t = 0; t < n; t++) matmul(other + (size_t)t * rows, X + (size_t)t * cols, W, 1, pools[1]);
+    CHECK(same(block, other, size), "%s %s %dx%d: a block = one token at a time", kernels_in_use(), what, rows, cols);
+    for (int p = 0; p < 3; p += 2) {
+        matmul(other, X, W, n, pools[p]);
+        CHECK(same(block, other, size), "%s %s %dx%d: %d threads = 2 threads", kernels_in_use(), what, rows, cols,
+              pool_size(pools[p]));
+    }
+    free(other);
+    return block;
+}
+
+static const int shapes[][2] = {{37, 64}, {12, 896}, {50, 100}, {7, 3}, {130, 40}, {16, 1000}, {9, 45}, {5, 60}};
+enum { N_SHAPES = sizeof shapes / sizeof shapes[0], N_TOKENS = 13 };
+
 static void test_matmul(ThreadPool *pools[3]) {
-    WeightType types[] = {WEIGHT_F32, WEIGHT_BF16};
-    int shapes[][2] = {{37, 64}, {12, 896}, {50, 100}, {7, 3}, {130, 40}};
-    for (size_t ti = 0; ti < 2; ti++)
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-            int rows = shapes[si][0], cols = shapes[si][1], n = 13;
+    WeightType types[] = {WEIGHT_F32, WEIGHT_BF16, WEIGHT_F16};
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t si = 0; si < N_SHAPES; si++) {
+            int rows = shapes[si][0], cols = shapes[si][1], n = N_TOKENS;
             double *exact = xmalloc((size_t)rows * cols * sizeof(double));
             Matrix W = random_matrix(types[ti], rows, cols, exact);
             float *X = xmalloc((size_t)n * cols * sizeof(float));
             for (int i = 0; i < n * cols; i++) X[i] = uniform();
-            float *block = xmalloc((size_t)n * rows * sizeof(float)), *single = xmalloc((size_t)n * rows * sizeof(float));
-            float *scalar = xmalloc((size_t)n * rows * sizeof(float)), *other = xmalloc((size_t)n * rows * sizeof(float));
             const char *name = weight_type_name(types[ti]);
-
-            matmul(block, X, &W, n, pools[1]);
-            CHECK(matmul_error(block, exact, X, rows, cols, n) < 1e-5, "%s %dx%d: matmul = W X (rel err %.1e)", name, rows,
-                  cols, matmul_error(block, exact, X, rows, cols, n));
-            matmul_plain(scalar, X, &W, n);
-            CHECK(matmul_error(scalar, exact, X, rows, cols, n) < 1e-5, "%s %dx%d: scalar matmul = W X", name, rows, cols);
-            for (int t = 0; t < n; t++) matmul(single + (size_t)t * rows, X + (size_t)t * cols, &W, 1, pools[1]);
-            CHECK(memcmp(block, single, (size_t)n * rows * sizeof(float)) == 0, "%s %dx%d: a block = one token at a time",
-                  name, rows, cols);
-            for (int p = 0; p < 3; p += 2) {
-                matmul(other, X, &W, n, pools[p]);
-                CHECK(memcmp(block, other, (size_t)n * rows * sizeof(float)) == 0, "%s %dx%d: %d threads = 2 threads", name,
-                      rows, cols, pool_size(pools[p]));
-            }
+            float *Y = check_invariants(name, &W, X, n, pools);
+            double err = matmul_error(Y, exact, X, rows, cols, n);
+            CHECK(err < 1e-5, "%s %s %dx%d: matmul = W X (rel err %.1e)", kernels_in_use(), name, rows, cols, err);
             Matrix f32 = matrix_to_f32(&W, pools[1]);
+            float *other = xmalloc((size_t)n * rows * sizeof(float));
             matmul(other, X, &f32, n, pools[1]);
-            CHECK(memcmp(block, other, (size_t)n * rows * sizeof(float)) == 0, "%s %dx%d: converted to f32, the same bits",
-                  name, rows, cols);
+            CHECK(same(Y, other, (size_t)n * rows), "%s %s %dx%d: converted to f32, the same bits", kernels_in_use(), name,
+                  rows, cols);
+            if (types[ti] == WEIGHT_BF16) {
+                /* bf16 arithmetic: x rounded to bf16, then exact products. */
+                W.math = MATH_BF16;
+                float *Yb = check_invariants("bf16 arithmetic", &W, X, n, pools);
+                double max_err = 0, max_ref = 0;
+                for (int t = 0; t < n; t++)
+                    for (int r = 0; r < rows; r++) {
+                        double ref = 0;
+                        for (int k = 0; k < cols; k++) {
+                            float x = X[(size_t)t * cols + k];
+                            ref += exact[(size_t)r * cols + k] * bf16_value(f32_to_bf16(x));
+                        }
+                        max_err = fmax(max_err, fabs(Yb[(size_t)t * rows + r] - ref));
+                        max_ref = fmax(max_ref, fabs(ref));
+                    }
+                CHECK(max_err / max_ref < 1e-5, "%s bf16 arithmetic %dx%d: = W round(X) (rel err %.1e)", kernels_in_use(),
+                      rows, cols, max_err / max_ref);
+                free(Yb);
+            }
             matrix_free(&f32);
-            free(exact), free(X), free(block), free(single), free(scalar), free(other);
+            free(exact), free(X), free(Y), free(other);
             matrix_free(&W);
         }
 }
 
-static void test_q8(ThreadPool *pool) {
-    int rows = 30, cols = 96, n = 5;
-    double *exact = xmalloc((size_t)rows * cols * sizeof(double));
-    Matrix W = random_matrix(WEIGHT_F32, rows, cols, exact);
-    Matrix Q = matrix_to_q8(&W, pool);
-    /* Each weight is within half a step (scale / 2) of its block's grid, and
-     * the scale is the block's largest magnitude / 127. */
-    bool within = true, scales = true;
-    float *row = xmalloc((size_t)cols * sizeof(float));
-    for (int r = 0; r < rows; r++) {
-        matrix_row(row, &Q, r);
-        for (int b = 0; b < cols / Q8_BLOCK; b++) {
-            double amax = 0, s = Q.scales[r * (cols / Q8_BLOCK) + b];
-            for (int j = 0; j < Q8_BLOCK; j++) amax = fmax(amax, fabs(exact[r * cols + b * Q8_BLOCK + j]));
-            scales &= fabs(s - amax / 127) <= 1e-6 * amax;
-            for (int j = 0; j < Q8_BLOCK; j++) within &= fabs(row[b * Q8_BLOCK + j] - exact[r * cols + b * Q8_BLOCK + j]) <= s / 2 * 1.0001;
+/* The quantized formats: each weight within its format's step of the
+ * original, and the product = the integer arithmetic kernels.h defines,
+ * computed here in double from the test's own rounding of x. */
+static void test_quantized(ThreadPool *pools[3]) {
+    int qshapes[][2] = {{30, 96}, {16, 64}, {45, 896}, {3, 32}};
+    for (int format = 0; format < 2; format++)
+        for (int si = 0; si < 4; si++) {
+            WeightType type = format == 0 ? WEIGHT_Q8 : WEIGHT_Q4;
+            const char *name = weight_type_name(type);
+            int rows = qshapes[si][0], cols = qshapes[si][1], n = 5, blocks = cols / QUANT_BLOCK;
+            double *exact = xmalloc((size_t)rows * cols * sizeof(double));
+            Matrix W = random_matrix(WEIGHT_BF16, rows, cols, exact);
+            Matrix Q = type == WEIGHT_Q8 ? matrix_to_q8(&W, pools[1]) : matrix_to_q4(&W, pools[1]);
+            /* q8: within half a step of max|w| / 127 (plus the f16 rounding
+             * of the step); q4: no worse per block than the plain rule
+             * scale = M / -8 (M the value of largest magnitude). */
+            bool close = true;
+            double *dq = xmalloc((size_t)rows * cols * sizeof(double));
+            float *row = xmalloc((size_t)cols * sizeof(float));
+            for (int r = 0; r < rows; r++) {
+                matrix_row(row, &Q, r);
+                for (int b = 0; b < blocks; b++) {
+                    const double *w = exact + (size_t)r * cols + b * QUANT_BLOCK;
+                    double amax = 0, M = 0, err = 0, plain_err = 0;
+                    for (int j = 0; j < QUANT_BLOCK; j++) {
+                        amax = fmax(amax, fabs(w[j]));
+                        if (fabs(w[j]) > fabs(M)) M = w[j];
+                    }
+                    for (int j = 0; j < QUANT_BLOCK; j++) {
+                        double got = row[b * QUANT_BLOCK + j];
+                        dq[(size_t)r * cols + b * QUANT_BLOCK + j] = got;
+                        err += (got - w[j]) * (got - w[j]);
+                        if (type == WEIGHT_Q8) close &= fabs(got - w[j]) <= amax / 127 / 2 * 1.001 + 1e-12;
+                        double d = M / -8, q = fmin(fmax(round(w[j] / d), -8), 7);
+                        plain_err += (w[j] - q * d) * (w[j] - q * d);
+                    }
+                    if (type == WEIGHT_Q4) close &= err <= plain_err * 1.01 + 1e-12;
+                }
+            }
+            CHECK(close, "%s %dx%d: every weight close to its value", name, rows, cols);
+            float *X = xmalloc((size_t)n * cols * sizeof(float));
+            for (int i = 0; i < n * cols; i++) X[i] = uniform() * (i % 7 == 0 ? 4 : 1);
+            for (int p = 0; p < KERNEL_PATHS; p++) {
+                if (!kernel_path_supported(p)) continue;
+                kernels_use(kernel_path_name(p), NULL);
+                float *Y = check_invariants(name, &Q, X, n, pools);
+                /* The test's own rounding of x: per block, scale = max|x| / 127. */
+                double max_err = 0, max_ref = 0;
+                for (int t = 0; t < n; t++)
+                    for (int r = 0; r < rows; r++) {
+                        double ref = 0;
+                        for (int b = 0; b < blocks; b++) {
+                            const float *x = X + (size_t)t * cols + b * QUANT_BLOCK;
+                            double amax = 0;
+                            for (int j = 0; j < QUANT_BLOCK; j++) amax = fmax(amax, fabs(x[j]));
+                            for (int j = 0; j < QUANT_BLOCK; j++)
+                                ref += dq[(size_t)r * cols + b * QUANT_BLOCK + j] * round(x[j] / amax * 127) * (amax / 127);
+                        }
+                        max_err = fmax(max_err, fabs(Y[(size_t)t * rows + r] - ref));
+                        max_ref = fmax(max_ref, fabs(ref));
+                    }
+                CHECK(max_err / max_ref < 1e-5, "%s %s %dx%d: = the integer arithmetic (rel err %.1e)", kernels_in_use(), name,
+                      rows, cols, max_err / max_ref);
+                double err = matmul_error(Y, exact, X, rows, cols, n), tolerance = type == WEIGHT_Q8 ? 2e-2 : 1.5e-1;
+                CHECK(err < tolerance, "%s %s %dx%d: close to W X (rel err %.1e)", kernels_in_use(), name, rows, cols, err);
+                free(Y);
+            }
+            free(row), free(X), free(exact), free(dq);
+            matrix_free(&Q);
+            matrix_free(&W);
         }
-    }
-    CHECK(scales, "q8: scale = max |w| / 127 per block of 32");
-    CHECK(within, "q8: every weight within half a step of its value");
-    float *X = xmalloc((size_t)n * cols * sizeof(float)), *block = xmalloc((size_t)n * rows * sizeof(float));
-    float *single = xmalloc((size_t)n * rows * sizeof(float));
-    for (int i = 0; i < n * cols; i++) X[i] = uniform();
-    matmul(block, X, &Q, n, pool);
-    for (int t = 0; t < n; t++) matmul(single + (size_t)t * rows, X + (size_t)t * cols, &Q, 1, pool);
-    CHECK(memcmp(block, single, (size_t)n * rows * sizeof(float)) == 0, "q8: a block = one token at a time");
-    CHECK(matmul_error(block, exact, X, rows, cols, n) < 2e-2, "q8: matmul close to W X (rel err %.1e)",
-          matmul_error(block, exact, X, rows, cols, n));
-    free(row), free(X), free(block), free(single), free(exact);
-    matrix_free(&Q);
-    matrix_free(&W);
 }
 
 static void test_conversions(void) {
-    /* Every half-precision value against ldexp arithmetic. */
-    bool all = true;
+    /* Every half-precision value against ldexp arithmetic, and back. */
+    bool all = true, back = true, ties = true;
     for (uint32_t h = 0; h < 65536; h++) {
         int exp = (h >> 10) & 31, mant = h & 1023;
         double v = exp == 0 ? ldexp(mant, -24) : exp == 31 ? (mant ? NAN : INFINITY) : ldexp(1024 + mant, exp - 25);
         if (h & 0x8000) v = -v;
         float got = f16_to_f32((uint16_t)h);
         all &= isnan(v) ? isnan(got) : got == v;
+        if (!isnan(v)) back &= f32_to_f16((float)v) == h;
+        /* Halfway to the next value up rounds to the even one of the two. */
+        if (exp < 31 && !(h & 0x8000) && h != 0x7BFF) {
+            double up = exp == 0 ? ldexp(mant + 1, -24) : ldexp(1024 + mant + 1, exp - 25);
+            uint16_t want = (h & 1) ? (uint16_t)(h + 1) : (uint16_t)h;
+            ties &= f32_to_f16((float)((v + up) / 2)) == want;
+        }
     }
     CHECK(all, "f16 -> f32 exact for all 65536 values");
+    CHECK(back, "f32 -> f16 gives back every finite f16 value");
+    CHECK(ties, "f32 -> f16 rounds halfway cases to even");
+    CHECK(f32_to_f16(65520.0f) == 0x7C00 && f32_to_f16(65519.0f) == 0x7BFF && f32_to_f16(1e-9f) == 0,
+          "f32 -> f16 overflows to infinity from 65520, underflows to 0");
     CHECK(bf16_to_f32(0x3F80) == 1.0f && bf16_to_f32(0xC040) == -3.0f && bf16_to_f32(0x0001) == ldexp(1, -133),
           "bf16 -> f32 (1, -3, smallest subnormal)");
+    CHECK(f32_to_bf16(1.0f + ldexp(1, -8)) == 0x3F80 && f32_to_bf16(1.0f + 3 * ldexp(1, -8)) == 0x3F82 &&
+              f32_to_bf16(1.0f + ldexp(1, -8) + ldexp(1, -20)) == 0x3F81,
+          "f32 -> bf16 rounds to nearest, ties to even");
+}
+
+/* softmax(q k / sqrt(d)) v in double for one query vector over n keys. */
+static double attention_error(const float *out, const float *q, const float *keys, const float *values, int n, int hd) {
+    double *w = xmalloc((size_t)n * sizeof(double)), max = -INFINITY, sum = 0, err = 0;
+    for (int t = 0; t < n; t++) {
+        w[t] = 0;
+        for (int i = 0; i < hd; i++) w[t] += (double)q[i] * keys[(size_t)t * hd + i];
+        w[t] /= sqrt(hd);
+        max = fmax(max, w[t]);
+    }
+    for (int t = 0; t < n; t++) sum += w[t] = exp(w[t] - max);
+    for (int i = 0; i < hd; i++) {
+        double ref = 0;
+        for (int t = 0; t < n; t++) ref += w[t] / sum * values[(size_t)t * hd + i];
+        err = fmax(err, fabs(out[i] - ref));
+    }
+    free(w);
+    return err;
 }
 
 static void test_attention(void) {
-    int hd_cases[] = {64, 16, 20, 128}, groups[] = {1, 7, 2, 3};
-    for (int c = 0; c < 4; c++) {
-        int hd = hd_cases[c], group = groups[c], n = c == 0 ? 150 : 37;  /* 150 keys: several blocks */
-        float *q = xmalloc((size_t)group * hd * sizeof(float)), *keys = xmalloc((size_t)n * hd * sizeof(float));
-        float *values = xmalloc((size_t)n * hd * sizeof(float)), *scores = xmalloc((size_t)group * n * sizeof(float));
-        float *out = xmalloc((size_t)group * hd * sizeof(float)), *alone = xmalloc((size_t)hd * sizeof(float));
-        for (int i = 0; i < group * hd; i++) q[i] = 3 * uniform();
+    /* head dim, heads per key/value head, query tokens, first position */
+    int cases[][4] = {{64, 7, 5, 150}, {16, 1, 3, 0}, {20, 2, 40, 30}, {128, 3, 1, 300}, {64, 2, 33, 64}, {28, 2, 3, 70}};
+    for (int c = 0; c < 6; c++) {
+        int hd = cases[c][0], group = cases[c][1], n_q = cases[c][2], pos = cases[c][3], n = pos + n_q;
+        size_t ld = (size_t)group * hd + 3;  /* rows of q wider than one head group */
+        float *q = xmalloc(n_q * ld * sizeof(float)), *keys = xmalloc((size_t)n * hd * sizeof(float));
+        float *values = xmalloc((size_t)n * hd * sizeof(float)), *out = xmalloc(n_q * ld * sizeof(float));
+        float *plain = xmalloc(n_q * ld * sizeof(float)), *alone = xmalloc((size_t)group * hd * sizeof(float));
+        float *scratch = xmalloc(attend_scratch_floats(group, n_q, n) * sizeof(float));
+        for (size_t i = 0; i < n_q * ld; i++) q[i] = 3 * uniform();
         for (int i = 0; i < n * hd; i++) keys[i] = uniform(), values[i] = uniform();
-        attend(out, q, 0, 1, n - 1, keys, values, group, hd, scores);
-        double err = 0;
-        bool same = true;
-        for (int g = 0; g < group; g++) {
-            double w[150], max = -INFINITY, sum = 0;
-            for (int t = 0; t < n; t++) {
-                w[t] = 0;
-                for (int i = 0; i < hd; i++) w[t] += (double)q[g * hd + i] * keys[t * hd + i];
-                w[t] /= sqrt(hd);
-                max = fmax(max, w[t]);
+        kernels_use("plain", NULL);
+        memset(plain, 0, n_q * ld * sizeof(float));
+        attend(plain, q, ld, n_q, pos, keys, values, group, hd, scratch);
+        for (int p = 0; p < KERNEL_PATHS; p++) {
+            if (!kernel_path_supported(p)) continue;
+            kernels_use(kernel_path_name(p), NULL);
+            memset(out, 0, n_q * ld * sizeof(float));
+            attend(out, q, ld, n_q, pos, keys, values, group, hd, scratch);
+            double err = 0;
+            bool same_bits = true, as_alone = true;
+            for (int i = 0; i < n_q; i++) {
+                for (int g = 0; g < group; g++)
+                    err = fmax(err, attention_error(out + i * ld + g * hd, q + i * ld + g * hd, keys, values, pos + i + 1, hd));
+                same_bits &= same(out + i * ld, plain + i * ld, (size_t)group * hd);
+                /* A query token alone, at its position, gives the same bits. */
+                attend(alone, q + i * ld, ld, 1, pos + i, keys, values, group, hd, scratch);
+                as_alone &= same(alone, out + i * ld, (size_t)group * hd);
             }
-            for (int t = 0; t < n; t++) sum += w[t] = exp(w[t] - max);
-            for (int i = 0; i < hd; i++) {
-                double ref = 0;
-                for (int t = 0; t < n; t++) ref += w[t] / sum * values[t * hd + i];
-                err = fmax(err, fabs(out[g * hd + i] - ref));
-            }
-            /* A head computed alone gives the same bits as in its group. */
-            attend(alone, q + g * hd, 0, 1, n - 1, keys, values, 1, hd, scores);
-            same &= memcmp(alone, out + g * hd, (size_t)hd * sizeof(float)) == 0;
+            CHECK(err < 1e-6, "%s attention, %d tokens x %d heads of %d at %d: softmax(q k / sqrt(d)) v (err %.1e)",
+                  kernels_in_use(), n_q, group, hd, pos, err);
+            CHECK(same_bits, "%s attention, %d heads of %d: = the plain C definition", kernels_in_use(), group, hd);
+            CHECK(as_alone, "%s attention, %d heads of %d: a token alone = in its block", kernels_in_use(), group, hd);
         }
-        CHECK(err < 1e-6, "attention, %d heads of %d: softmax(q k / sqrt(d)) v (err %.1e)", group, hd, err);
-        CHECK(same, "attention, %d heads of %d: each head as if alone", group, hd);
-        free(q), free(keys), free(values), free(scores), free(out), free(alone);
+        free(q), free(keys), free(values), free(out), free(plain), free(alone), free(scratch);
     }
 }
 
-static void test_swiglu(ThreadPool *pool) {
-    float gate[101], up[101], want[101];
-    for (int i = 0; i < 101; i++) {
+static void test_swiglu(ThreadPool *pools[3]) {
+    enum { N = 301 };
+    float gate[N], up[N], want[N], got[N], plain[N];
+    for (int i = 0; i < N; i++) {
         gate[i] = 20 * uniform(), up[i] = uniform();
         want[i] = (float)(gate[i] / (1 + exp(-(double)gate[i])) * up[i]);
     }
     gate[0] = -100, want[0] = 0;  /* e^100 overflows nothing */
-    swiglu(gate, up, 101, pool);
-    bool close = true;
-    for (int i = 0; i < 101; i++) close &= fabs(gate[i] - want[i]) <= 1e-6 * (1 + fabs(want[i]));
-    CHECK(close, "swiglu = g / (1 + e^-g) * u");
+    kernels_use("plain", NULL);
+    memcpy(plain, gate, sizeof gate);
+    swiglu(plain, up, N, pools[0]);
+    for (int p = 0; p < KERNEL_PATHS; p++) {
+        if (!kernel_path_supported(p)) continue;
+        kernels_use(kernel_path_name(p), NULL);
+        bool close = true, same_bits = true;
+        for (int t = 0; t < 3; t++) {
+            memcpy(got, gate, sizeof gate);
+            swiglu(got, up, N, pools[t]);
+            for (int i = 0; i < N; i++) close &= fabs(got[i] - want[i]) <= 1e-6 * (1 + fabs(want[i]));
+            same_bits &= same(got, plain, N);
+        }
+        CHECK(close, "%s swiglu = g / (1 + e^-g) * u", kernels_in_use());
+        CHECK(same_bits, "%s swiglu = the plain C definition, any thread count", kernels_in_use());
+    }
 }
 
-int main(void) {
+static void test_softmax(void) {
+    enum { N = 203 };
+    float x[N], plain[N], got[N];
+    double want[N], max = -INFINITY, sum = 0;
+    for (int i = 0; i < N; i++) max = fmax(max, x[i] = 30 * uniform());
+    for (int i = 0; i < N; i++) sum += want[i] = exp(x[i] - max);
+    kernels_use("plain", NULL);
+    memcpy(plain, x, sizeof x);
+    softmax(plain, N);
+    for (int p = 0; p < KERNEL_PATHS; p++) {
+        if (!kernel_path_supported(p)) continue;
+        kernels_use(kernel_path_name(p), NULL);
+        memcpy(got, x, sizeof x);
+        softmax(got, N);
+        bool close = true;
+        for (int i = 0; i < N; i++) close &= fabs(got[i] - want[i] / sum) <= 1e-6 * want[i] / sum + 1e-12;
+        CHECK(close, "%s softmax = e^(x - max) / sum", kernels_in_use());
+        CHECK(same(got, plain, N), "%s softmax = the plain C definition", kernels_in_use());
+    }
+}
+
+static void test_paths(void) {
+    Error e;
+    CHECK(kernel_path_supported(0), "the plain path runs everywhere");
+    CHECK(kernels_use("sse9", &e) != 0 && strstr(e.msg, "sse9"), "an unknown path is refused: %s", e.msg);
+    CHECK(kernels_use(NULL, &e) == 0, "the best path is chosen");
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--paths") == 0) {
+        for (int p = 0; p < KERNEL_PATHS; p++)
+            if (kernel_path_supported(p)) printf("%s\n", kernel_path_name(p));
+        return 0;
+    }
     ThreadPool *pools[3] = {pool_new(1), pool_new(2), pool_new(3)};
-    test_matmul(pools);
-    test_q8(pools[1]);
+    test_paths();
+    for (int p = 0; p < KERNEL_PATHS; p++) {
+        if (!kernel_path_supported(p)) continue;
+        kernels_use(kernel_path_name(p), NULL);
+        printf("path %s\n", kernel_path_name(p));
+        test_matmul(pools);
+    }
+    test_quantized(pools);
     test_conversions();
     test_attention();
-    test_swiglu(pools[1]);
+    test_swiglu(pools);
+    test_softmax();
     for (int i = 0; i < 3; i++) pool_free(pools[i]);
     return test_summary("test_kernels");
 }

@@ -1,0 +1,120 @@
+/* kernels_path.h - inside the kernels: what each kernel path (plain C,
+ * AVX2, AVX-512) provides, and the scalar definitions they all share. Only
+ * kernels*.c include it; kernels.h is the public surface. */
+#ifndef KERNELS_PATH_H
+#define KERNELS_PATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.h"
+
+/* Activations rounded to int8 per block of QUANT_BLOCK (quantized formats). */
+typedef struct {
+    const int8_t *q;        /* [n][cols] */
+    const float *scale;     /* [n][cols / QUANT_BLOCK]: x ~ q * scale */
+    const int32_t *sum;     /* [n][cols / QUANT_BLOCK]: sum of q over the block */
+} QuantizedRows;
+
+/* One path's kernels. Row ranges [r0, r1) are whole row groups (r0 a
+ * multiple of ROW_GROUP, r1 too unless it is w->rows). */
+typedef struct {
+    const char *name;
+    /* out[t][r] for r0 <= r < r1, t < n: weights f32, f16 or bf16 (math
+     * exact), activations fp32, the 16-lane order. out is [n][w->rows]. */
+    void (*matmul_float)(float *out, const float *x, const Matrix *w, int n, int r0, int r1);
+    /* The same with bf16 weights and activations already rounded to bf16. */
+    void (*matmul_bf16)(float *out, const uint16_t *x, const Matrix *w, int n, int r0, int r1);
+    /* The same for q8 and q4 weights and quantized activations. */
+    void (*matmul_quant)(float *out, const QuantizedRows *x, const Matrix *w, int n, int r0, int r1);
+    /* One token's activations x[cols] rounded per block (cols a multiple of
+     * QUANT_BLOCK): scale = max|x| / 127, q = round(x * (1 / scale)). */
+    void (*quantize_row)(int8_t *q, float *scale, int32_t *sum, const float *x, int cols);
+    /* attend() of kernels.h. */
+    void (*attend)(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
+                   int group, int hd, float *scratch);
+    /* gate[i] = gate[i] / (1 + e^-gate[i]) * up[i] for i < n. */
+    void (*swiglu)(float *gate, const float *up, size_t n);
+    /* softmax() of kernels.h. */
+    void (*softmax)(float *x, int n);
+} KernelPath;
+
+extern const KernelPath kernels_plain, kernels_avx2, kernels_avx512;
+
+/* ---- scalar definitions shared by every path ---- */
+
+/* e^x for a float, to about 1 ulp, the way every path computes it: x is
+ * clamped to [EXP_MIN, EXP_MAX], x = n ln2 + r with n = round(x / ln2) and
+ * |r| <= ln2 / 2 (ln2 in two parts, so r is exact), e^r by a degree-6
+ * polynomial (Cephes' coefficients) evaluated with fused multiply-adds, and
+ * 2^n put into the exponent bits. */
+#define EXP_MIN -87.33f
+#define EXP_MAX 88.37f
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
+
+static inline float kernel_exp(float x) {
+    x = fminf(fmaxf(x, EXP_MIN), EXP_MAX);
+    float n = nearbyintf(x * EXP_LOG2E);
+    float r = fmaf(-n, EXP_LN2_HI, x);
+    r = fmaf(-n, EXP_LN2_LO, r);
+    float p = EXP_P0;
+    p = fmaf(p, r, EXP_P1);
+    p = fmaf(p, r, EXP_P2);
+    p = fmaf(p, r, EXP_P3);
+    p = fmaf(p, r, EXP_P4);
+    p = fmaf(p, r, EXP_P5);
+    p = fmaf(p, r * r, r + 1.0f);
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* The halving tree over 16 lanes. */
+static inline float sum_lanes16(const float lane[16]) {
+    float s8[8], s4[4];
+    for (int l = 0; l < 8; l++) s8[l] = lane[l] + lane[l + 8];
+    for (int l = 0; l < 4; l++) s4[l] = s8[l] + s8[l + 4];
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+/* Weight (r, k) of a q8 or q4 matrix as its integer q (w = q * scale), and
+ * the scale of row r's block b. */
+static inline int quant_value(const Matrix *w, int r, int k) {
+    size_t blocks = (size_t)w->cols / QUANT_BLOCK, group = (size_t)r / ROW_GROUP, b = (size_t)k / QUANT_BLOCK;
+    int lane = r % ROW_GROUP, j = k % QUANT_BLOCK;
+    const uint8_t *data = w->data;
+    if (w->type == WEIGHT_Q8)
+        return (int8_t)data[((group * blocks + b) * 8 + (size_t)j / 4) * 64 + (size_t)lane * 4 + (size_t)j % 4];
+    int half = j / 16, jj = j % 16;
+    uint8_t byte = data[((group * blocks + b) * 4 + (size_t)jj / 4) * 64 + (size_t)lane * 4 + (size_t)jj % 4];
+    return (half ? byte >> 4 : byte & 15) - 8;
+}
+
+static inline float quant_scale(const Matrix *w, int r, int b) {
+    size_t blocks = (size_t)w->cols / QUANT_BLOCK;
+    return f16_to_f32(w->scales[((size_t)r / ROW_GROUP * blocks + (size_t)b) * ROW_GROUP + (size_t)r % ROW_GROUP]);
+}
+
+static inline float bits_to_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint32_t f32_to_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+#endif

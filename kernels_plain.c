@@ -1,0 +1,141 @@
+/* kernels_plain.c - the plain C path: every kernel one scalar at a time,
+ * written to be read. It is the definition the SIMD paths follow bit for bit
+ * (tests/test_kernels.c holds them to it) and runs on any CPU. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernels_path.h"
+
+/* W[r][k] of an f32, f16 or bf16 matrix as a float. */
+static float weight_at(const Matrix *w, int r, int k) {
+    size_t i = (size_t)r * (size_t)w->cols + (size_t)k;
+    switch (w->type) {
+    case WEIGHT_F32: return ((const float *)w->data)[i];
+    case WEIGHT_F16: return f16_to_f32(((const uint16_t *)w->data)[i]);
+    case WEIGHT_BF16: return bf16_to_f32(((const uint16_t *)w->data)[i]);
+    default: return 0;
+    }
+}
+
+/* a . b in the 16-lane order. */
+static float dot16(const float *a, const float *b, int n) {
+    float lane[16] = {0};
+    for (int k = 0; k < n; k++) lane[k % 16] = fmaf(a[k], b[k], lane[k % 16]);
+    return sum_lanes16(lane);
+}
+
+static void matmul_float(float *out, const float *x, const Matrix *w, int n, int r0, int r1) {
+    for (int t = 0; t < n; t++)
+        for (int r = r0; r < r1; r++) {
+            const float *xt = x + (size_t)t * w->cols;
+            float lane[16] = {0};
+            for (int k = 0; k < w->cols; k++) lane[k % 16] = fmaf(weight_at(w, r, k), xt[k], lane[k % 16]);
+            out[(size_t)t * w->rows + r] = sum_lanes16(lane);
+        }
+}
+
+/* bf16 arithmetic: in each chunk of 32 elements, lane l adds the product of
+ * element 2l+1, then of element 2l (products of two bf16 are exact). */
+static void matmul_bf16(float *out, const uint16_t *x, const Matrix *w, int n, int r0, int r1) {
+    const uint16_t *data = w->data;
+    int K = w->cols;
+    for (int t = 0; t < n; t++)
+        for (int r = r0; r < r1; r++) {
+            const uint16_t *xt = x + (size_t)t * K, *wr = data + (size_t)r * K;
+            float lane[16] = {0};
+            for (int c = 0; c < K; c += 32)
+                for (int l = 0; l < 16; l++)
+                    for (int odd = 1; odd >= 0; odd--) {
+                        int k = c + 2 * l + odd;
+                        if (k < K) lane[l] += bf16_to_f32(wr[k]) * bf16_to_f32(xt[k]);
+                    }
+            out[(size_t)t * w->rows + r] = sum_lanes16(lane);
+        }
+}
+
+/* q8 and q4: an exact integer sum per block, then acc = fma(sum, scales, acc). */
+static void matmul_quant(float *out, const QuantizedRows *x, const Matrix *w, int n, int r0, int r1) {
+    int K = w->cols, blocks = K / QUANT_BLOCK;
+    for (int t = 0; t < n; t++)
+        for (int r = r0; r < r1; r++) {
+            const int8_t *xq = x->q + (size_t)t * K;
+            float acc = 0;
+            for (int b = 0; b < blocks; b++) {
+                int32_t isum = 0;
+                for (int j = 0; j < QUANT_BLOCK; j++) isum += quant_value(w, r, b * QUANT_BLOCK + j) * xq[b * QUANT_BLOCK + j];
+                acc = fmaf((float)isum, quant_scale(w, r, b) * x->scale[(size_t)t * blocks + b], acc);
+            }
+            out[(size_t)t * w->rows + r] = acc;
+        }
+}
+
+static void quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, int cols) {
+    for (int b = 0; b < cols / QUANT_BLOCK; b++) {
+        const float *xb = x + b * QUANT_BLOCK;
+        float amax = 0;
+        for (int j = 0; j < QUANT_BLOCK; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        float inverse = amax > 0 ? 127.0f / amax : 0;
+        int32_t s = 0;
+        for (int j = 0; j < QUANT_BLOCK; j++) s += q[b * QUANT_BLOCK + j] = (int8_t)nearbyintf(xb[j] * inverse);
+        scale[b] = amax / 127.0f;
+        sum[b] = s;
+    }
+}
+
+/* One query vector's attention, tile after tile of keys (see kernels.h). */
+static void attend_one(float *out, const float *q, int n_keys, const float *keys, const float *values, int hd,
+                       float *scores) {
+    float scale = 1.0f / sqrtf((float)hd), m = -INFINITY, l = 0;
+    for (int d = 0; d < hd; d++) out[d] = 0;
+    for (int t0 = 0; t0 < n_keys; t0 += ATTEND_KEY_BLOCK) {
+        int len = n_keys - t0 < ATTEND_KEY_BLOCK ? n_keys - t0 : ATTEND_KEY_BLOCK;
+        float tile_max = -INFINITY;
+        for (int t = 0; t < len; t++) {
+            scores[t] = dot16(q, keys + (size_t)(t0 + t) * hd, hd) * scale;
+            tile_max = fmaxf(tile_max, scores[t]);
+        }
+        float new_max = fmaxf(m, tile_max), a = t0 == 0 ? 0 : kernel_exp(m - new_max), lane[16] = {0};
+        for (int t = 0; t < len; t++) {
+            scores[t] = kernel_exp(scores[t] - new_max);
+            lane[t % 16] += scores[t];
+        }
+        l = l * a + sum_lanes16(lane);
+        for (int d = 0; d < hd; d++) {
+            float o = out[d] * a;
+            for (int t = 0; t < len; t++) o = fmaf(scores[t], values[(size_t)(t0 + t) * hd + d], o);
+            out[d] = o;
+        }
+        m = new_max;
+    }
+    for (int d = 0; d < hd; d++) out[d] /= l;
+}
+
+static void plain_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
+                   int group, int hd, float *scratch) {
+    for (int i = 0; i < n_q; i++)
+        for (int g = 0; g < group; g++)
+            attend_one(out + i * ld + (size_t)g * hd, q + i * ld + (size_t)g * hd, pos + i + 1, keys, values, hd, scratch);
+}
+
+static void plain_swiglu(float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + kernel_exp(-gate[i])) * up[i];
+}
+
+static void plain_softmax(float *x, int n) {
+    float max = -INFINITY, lane[16] = {0};
+    for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
+    for (int i = 0; i < n; i++) lane[i % 16] += x[i] = kernel_exp(x[i] - max);
+    float sum = sum_lanes16(lane);
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+const KernelPath kernels_plain = {
+    .name = "plain",
+    .matmul_float = matmul_float,
+    .matmul_bf16 = matmul_bf16,
+    .matmul_quant = matmul_quant,
+    .quantize_row = quantize_row,
+    .attend = plain_attend,
+    .swiglu = plain_swiglu,
+    .softmax = plain_softmax,
+};

@@ -1,0 +1,207 @@
+#!/bin/sh
+# scripts/bench_vs_llamacpp.sh [MODEL] - run against llama.cpp on one
+# checkpoint, on this machine, in one sitting, with the ratios the speed
+# goals are stated in and the machine's own bounds.
+#
+# What it does, in order:
+#   1. builds ./run and scripts/membw.c;
+#   2. converts MODEL (a Hugging Face checkpoint folder; default: the
+#      0.5B-shaped random checkpoint scripts/bench.sh writes) to GGUF once,
+#      into $MODEL/gguf/: BF16 with ../shared/tools/make_gguf.py, then Q8_0
+#      and Q4_0 with llama-quantize;
+#   3. measures the memory read bandwidth and the fp32 FMA peak (membw);
+#   4. ROUNDS times over: `./run bench` and `llama-bench` alternately for
+#      each pair of formats (run bf16 exact and bf16 arithmetic vs llama.cpp
+#      BF16, q8 vs Q8_0, q4 vs Q4_0): pp128, pp512 and tg64, then pp512 and
+#      tg32 at depth 4096 (bf16, q8);
+#   5. decodes q8 beside a CPU-bound process (yes >/dev/null) with the
+#      default thread count and with -t 1, and reads the default thread
+#      count under taskset -c 0;
+#   6. prints, per test, both speeds (median of the rounds, and their range),
+#      the ratio and its goal; decode against the bandwidth bound (weight
+#      bytes read per token / bandwidth); bf16 prefill against the FMA peak.
+#
+# llama.cpp is built from source outside this repository, e.g.:
+#   git clone <llama.cpp repository> ../llama.cpp
+#   cmake -S ../llama.cpp -B ../llama.cpp/build -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release
+#   cmake --build ../llama.cpp/build -j --target llama-bench llama-quantize
+# Environment:
+#   LLAMA_CPP  its source folder (default ../llama.cpp; binaries in build/bin,
+#              gguf-py for make_gguf.py)
+#   THREADS    threads for both (default: the CPUs this process may use)
+#   REPEATS    repeats inside each run (default 3); ROUNDS (default 2)
+#   DEPTH      0 skips the tests at depth (default 4096)
+# Other processes disturb the figures: the script prints the load average at
+# the start and the end; run it on a quiet machine.
+set -eu
+cd "$(dirname "$0")/.."
+llama=${LLAMA_CPP:-../llama.cpp}
+bin=$llama/build/bin
+threads=${THREADS:-$(nproc)}
+repeats=${REPEATS:-3}
+rounds=${ROUNDS:-2}
+depth=${DEPTH:-4096}
+shared=../shared/tools
+
+for tool in llama-bench llama-quantize; do
+    [ -x "$bin/$tool" ] || { echo "bench_vs_llamacpp: $bin/$tool is missing: build llama.cpp first (see the top of this script)" >&2; exit 1; }
+done
+make -s run build/tests/make_checkpoint
+cc -O2 -pthread -o build/membw scripts/membw.c
+model=${1:-build/bench-0.5b}
+if [ $# -eq 0 ] && [ ! -f "$model/model.safetensors" ]; then
+    echo "writing a 0.5B-shaped checkpoint to $model ..." >&2
+    build/tests/make_checkpoint "$model" --seed 1 --set hidden_size=896 --set intermediate_size=4864 \
+        --set num_hidden_layers=24 --set num_attention_heads=14 --set num_key_value_heads=2
+fi
+gguf=$model/gguf
+mkdir -p "$gguf"
+if [ ! -f "$gguf/bf16.gguf" ]; then
+    echo "converting $model to $gguf/bf16.gguf ..." >&2
+    PYTHONPATH=$llama/gguf-py /usr/bin/python3 "$shared/make_gguf.py" "$model" "$gguf/bf16.gguf" --type bf16 >&2
+fi
+for q in Q8_0 Q4_0; do
+    [ -f "$gguf/$q.gguf" ] || "$bin/llama-quantize" "$gguf/bf16.gguf" "$gguf/$q.gguf" "$q" >/dev/null 2>&1
+done
+
+results=$(mktemp)
+hog=
+trap 'rm -f "$results"; [ -z "$hog" ] || kill "$hog" 2>/dev/null' EXIT
+# record NAME TOK_S: one measurement
+record() { echo "$1 $2" >>"$results"; }
+
+# run_bench TAG SUFFIX FLAGS...: ./run bench; records TAG-ppN SUFFIX and TAG-tgN SUFFIX
+run_bench() {
+    tag=$1 suffix=$2
+    shift 2
+    ./run bench "$model" -t "$threads" -r "$repeats" "$@" 2>/dev/null | tail -n 2 |
+        sed -n 's/^\(pp[0-9]*\|tg[0-9]*\): \([0-9.]*\) tok\/s/\1 \2/p' |
+        while read -r test speed; do record "$tag-$test$suffix" "$speed"; done
+}
+
+# llama_bench TAG SUFFIX GGUF FLAGS...: llama-bench; records TAG-ppN/tgN SUFFIX
+llama_bench() {
+    tag=$1 suffix=$2 file=$3
+    shift 3
+    "$bin/llama-bench" -m "$file" -t "$threads" -r "$repeats" -o csv "$@" 2>/dev/null | awk -F, -v tag="$tag" -v suffix="$suffix" '
+        NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
+        { gsub(/"/, "")
+          p = $col["n_prompt"]; g = $col["n_gen"]
+          name = p > 0 ? "pp" p : "tg" g
+          print tag "-" name suffix, $col["avg_ts"] }' >>"$results"
+}
+
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+bandwidth=$(build/membw "$threads")
+peak=$(build/membw --flops "$threads")
+for round in $(seq "$rounds"); do
+    echo "round $round of $rounds ..." >&2
+    run_bench run-bf16 "" --dtype bf16 -p 128 -n 64
+    llama_bench llama-bf16 "" "$gguf/bf16.gguf" -p 128,512 -n 64
+    run_bench run-bf16 "" --dtype bf16 -p 512 -n 64
+    run_bench run-bf16math "" --dtype bf16 --math bf16 -p 128 -n 64
+    run_bench run-bf16math "" --dtype bf16 --math bf16 -p 512 -n 64
+    run_bench run-q8 "" --dtype q8 -p 128 -n 64
+    llama_bench llama-q8 "" "$gguf/Q8_0.gguf" -p 128,512 -n 64
+    run_bench run-q8 "" --dtype q8 -p 512 -n 64
+    run_bench run-q4 "" --dtype q4 -p 128 -n 64
+    llama_bench llama-q4 "" "$gguf/Q4_0.gguf" -p 128,512 -n 64
+    run_bench run-q4 "" --dtype q4 -p 512 -n 64
+    if [ "$depth" -gt 0 ]; then
+        for f in bf16 q8; do
+            g=$([ $f = bf16 ] && echo bf16 || echo Q8_0)
+            run_bench "run-$f" "@d$depth" --dtype $f --depth "$depth" -p 512 -n 32 -c $((depth + 512))
+            llama_bench "llama-$f" "@d$depth" "$gguf/$g.gguf" -d "$depth" -p 512 -n 32
+        done
+    fi
+done
+# Contention: one CPU-bound process beside decoding with the default thread
+# count, then with -t 1; and the default thread count pinned to one CPU.
+yes >/dev/null &
+hog=$!
+for round in $(seq "$rounds"); do
+    ./run bench "$model" -r "$repeats" --dtype q8 -p 16 -n 64 2>/dev/null | tail -n 1 | sed -n 's/^tg64: \([0-9.]*\).*/\1/p' |
+        while read -r speed; do record contended-default "$speed"; done
+    ./run bench "$model" -r "$repeats" --dtype q8 -p 16 -n 64 -t 1 2>/dev/null | tail -n 1 | sed -n 's/^tg64: \([0-9.]*\).*/\1/p' |
+        while read -r speed; do record contended-t1 "$speed"; done
+done
+kill "$hog"
+hog=
+pinned=$(taskset -c 0 ./run bench "$model" -r 1 --dtype q8 -p 1 -n 1 2>/dev/null | sed -n 's/.*, \([0-9]*\) threads,.*/\1/p')
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# stat NAME: "median min max" of the recorded speeds, or "- - -"
+stat() {
+    awk -v name="$1" '$1 == name { v[n++] = $2 }
+        END { if (n == 0) { print "- - -"; exit }
+              for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+              m = n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
+              printf "%.1f %.1f %.1f\n", m, v[0], v[n - 1] }' "$results"
+}
+
+# weight_mb DTYPE: megabytes of weights a decoded token reads
+weight_mb() { ./run info "$model" --dtype "$1" | sed -n 's/^memory to run: weights \([0-9.]*\) MB.*/\1/p'; }
+file_mb() { awk -v b="$(stat_bytes "$1")" 'BEGIN { printf "%.1f", b / 1e6 }'; }
+stat_bytes() { wc -c <"$1" | tr -d ' '; }
+# Matrix multiply-adds per prompt token: every layer's projections (the
+# output head runs for the last token only).
+flops_per_token=$(/usr/bin/python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1] + "/config.json"))
+d, h, L = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+hd = c.get("head_dim") or d // c["num_attention_heads"]
+q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+print(2 * L * (d * (q + 2 * kv) + q * d + 3 * d * h))' "$model")
+
+echo
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads"
+echo "memory read $bandwidth GB/s, fp32 FMA peak $peak GFLOP/s (scripts/membw.c)"
+echo "model: $model; llama.cpp: $(git -C "$llama" describe --always 2>/dev/null || echo "$llama")"
+echo "speeds in tok/s: median of $rounds rounds [min-max], each round the median (run) or mean (llama-bench) of $repeats"
+echo
+printf '%-22s %24s %24s %7s %7s\n' test run llama.cpp ratio goal
+# row LABEL RUN_NAME LLAMA_NAME GOAL
+row() {
+    set -- "$1" "$2" "$3" "$4" $(stat "$2") $(stat "$3")
+    ratio=$(awk -v a="$5" -v b="$8" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }')
+    printf '%-22s %8s [%6s-%6s] %8s [%6s-%6s] %7s %7s\n' "$1" "$5" "$6" "$7" "$8" "$9" "${10}" "$ratio" "$4"
+}
+for t in pp128 pp512 tg64; do
+    row "bf16 $t" "run-bf16-$t" "llama-bf16-$t" "$([ $t = tg64 ] && echo '>=1.0' || echo '')"
+    row "bf16 math=bf16 $t" "run-bf16math-$t" "llama-bf16-$t" "$([ $t = tg64 ] && echo '' || echo '>=1.0')"
+    row "q8 $t" "run-q8-$t" "llama-q8-$t" "$([ $t = tg64 ] && echo '>=1.15' || echo '>=1.5')"
+    row "q4 $t" "run-q4-$t" "llama-q4-$t" "$([ $t = tg64 ] && echo '>=1.15' || echo '>=1.2')"
+done
+if [ "$depth" -gt 0 ]; then
+    for f in bf16 q8; do
+        for t in pp512 tg32; do row "$f $t @ depth $depth" "run-$f-$t@d$depth" "llama-$f-$t@d$depth" '>=1.2'; done
+    done
+fi
+
+echo
+set -- $(stat contended-default) $(stat contended-t1)
+echo "contention (q8 tg64 beside one CPU-bound process): default threads $1 tok/s [$2-$3], -t 1 $4 tok/s [$5-$6]," \
+    "ratio $(awk -v a="$1" -v b="$4" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.2f", a / b }') (goal >= 0.9)"
+echo "pinned to one CPU (taskset -c 0), the default thread count is $pinned (goal 1)"
+
+echo
+echo "decode against the bandwidth bound (weight bytes per token / $bandwidth GB/s); goal >= 0.85"
+printf '%-10s %12s %12s %10s %9s\n' format "MB/token" "bound tok/s" "tg64" fraction
+bound_row() {  # bound_row LABEL MB NAME
+    set -- "$1" "$2" "$(awk -v bw="$bandwidth" -v mb="$2" 'BEGIN { printf "%.1f", bw * 1000 / mb }')" $(stat "$3")
+    printf '%-10s %12s %12s %10s %9s\n' "$1" "$2" "$3" "$4" "$(awk -v a="$4" -v b="$3" 'BEGIN { if (a == "-") print "-"; else printf "%.2f", a / b }')"
+}
+bound_row "run bf16" "$(weight_mb bf16)" run-bf16-tg64
+bound_row "run q8" "$(weight_mb q8)" run-q8-tg64
+bound_row "run q4" "$(weight_mb q4)" run-q4-tg64
+bound_row "llama BF16" "$(file_mb "$gguf/bf16.gguf")" llama-bf16-tg64
+bound_row "llama Q8_0" "$(file_mb "$gguf/Q8_0.gguf")" llama-q8-tg64
+bound_row "llama Q4_0" "$(file_mb "$gguf/Q4_0.gguf")" llama-q4-tg64
+
+echo
+echo "prefill against the fp32 FMA peak ($peak GFLOP/s; $(awk -v f="$flops_per_token" 'BEGIN { printf "%.2f", f / 1e9 }') GFLOP per token in the matrices)"
+for name in run-bf16-pp128 run-bf16-pp512 run-bf16math-pp128 run-q8-pp128 run-q4-pp128; do
+    set -- $(stat "$name")
+    awk -v n="$name" -v s="$1" -v f="$flops_per_token" -v p="$peak" \
+        'BEGIN { if (s == "-") exit; printf "  %-20s %8.1f tok/s = %6.1f GFLOP/s = %.2f of the peak%s\n", n, s, s * f / 1e9, s * f / 1e9 / p, n == "run-bf16-pp128" ? " (goal for bf16 exact: >= 0.9)" : "" }'
+done
