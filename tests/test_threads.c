@@ -60,7 +60,7 @@ static void test_alternating_runs(void) {
     ThreadPool *pool = pool_new(2);
     bool once = true;
     for (int rep = 0; rep < 200000 && once; rep++) {
-        int n = rep % 2 ? 2 + rep % 5 : 7 + rep % 93;
+        int n = rep % 2 ? 1 + rep % 7 : 7 + rep % 93;
         Counts c = {.n_parts = n};
         pool_run_parts(pool, n, count_part, &c);
         once &= atomic_load(&c.bad_count) == 0;
