@@ -538,7 +538,7 @@ static int cmd_bench(Args *a) {
                    "                       (default 0), to measure speed at long context\n"
                    "  -c, --ctx-size N     context length (default: depth + the larger of -p and -n)\n"
                    "  -t, --threads N      threads (default: one per CPU this process may use)\n"
-                   "  --dtype T            as for info: bf16, f16, f32 or q8\n");
+                   "  --dtype T, --math M  as for info: bf16, f16, f32, q8 or q4; exact or bf16\n");
             return 0;
         }
         if (model_flag(a, &opt)) continue;

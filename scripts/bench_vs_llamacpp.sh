@@ -54,6 +54,11 @@ if [ $# -eq 0 ] && [ ! -f "$model/model.safetensors" ]; then
     build/tests/make_checkpoint "$model" --seed 1 --set hidden_size=896 --set intermediate_size=4864 \
         --set num_hidden_layers=24 --set num_attention_heads=14 --set num_key_value_heads=2
 fi
+# The GGUF conversion writes the vocabulary too: a checkpoint without a
+# tokenizer gets Qwen2.5's from ../shared (the vocabulary sizes match).
+if [ ! -f "$model/tokenizer.json" ]; then
+    cp ../shared/models/qwen2.5-tokenizer/tokenizer.json ../shared/models/qwen2.5-tokenizer/tokenizer_config.json "$model/"
+fi
 gguf=$model/gguf
 mkdir -p "$gguf"
 if [ ! -f "$gguf/bf16.gguf" ]; then
