@@ -132,7 +132,7 @@ for round in $(seq "$rounds"); do
 done
 kill "$hog"
 hog=
-pinned=$(taskset -c 0 ./run bench "$model" -r 1 --dtype q8 -p 1 -n 1 2>/dev/null | sed -n 's/.*, \([0-9]*\) threads,.*/\1/p')
+pinned=$(taskset -c 0 ./run bench "$model" -r 1 --dtype q8 -p 1 -n 1 2>/dev/null | sed -n 's/.*, \([0-9]*\) threads\{0,1\},.*/\1/p')
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # stat NAME: "median min max" of the recorded speeds, or "- - -"
