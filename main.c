@@ -954,8 +954,9 @@ static StopReason generate(Sequence *seq, const Output *o, char **reply, size_t 
 }
 
 static void print_stats(const Sequence *seq, StopReason stop) {
-    fprintf(stderr, "prompt: %d tokens, %.1f tok/s; generated: %d tokens", seq->prompt_tokens,
-            seq->prompt_tokens / fmax(seq->prompt_seconds, 1e-9), seq->generated_tokens);
+    fprintf(stderr, "prompt: %d token%s, %.1f tok/s; generated: %d token%s", seq->prompt_tokens,
+            seq->prompt_tokens == 1 ? "" : "s", seq->prompt_tokens / fmax(seq->prompt_seconds, 1e-9),
+            seq->generated_tokens, seq->generated_tokens == 1 ? "" : "s");
     if (seq->decode_tokens > 0) fprintf(stderr, ", %.1f tok/s", seq->decode_tokens / fmax(seq->decode_seconds, 1e-9));
     fprintf(stderr, "; stopped by %s; seed %llu\n", stop_reason_text(stop), (unsigned long long)seq->config.sampling.seed);
 }

@@ -31,7 +31,7 @@ pty "wait:$reply_start" 'send:\x03' -- $RUN gen "$model" "$prompt" $long
 check "gen: Ctrl-C stops generation with exit status 130" test $? -eq 130
 check "gen: ... and prints the statistics" grep -q "stopped by an interruption" "$tmp/log"
 
-pty 'wait:reading the prompt from standard input' 'send:Hello\x04' 'wait:prompt: 1 tokens' -- $RUN gen "$model" -n 4
+pty 'wait:reading the prompt from standard input' 'send:Hello\x04' 'wait:prompt: 1 token,' -- $RUN gen "$model" -n 4
 check "gen at a terminal with no prompt: reads standard input, one Ctrl-D ends it" test $? -eq 0
 check "gen: ... and generates" grep -q "generated: 4 tokens" "$tmp/log"
 
