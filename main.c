@@ -5,6 +5,8 @@
  * prompt too long for the context), 2 on a usage error (an unknown flag, a
  * bad value), 130 when gen is interrupted with Ctrl-C. */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <math.h>
 #include <signal.h>
@@ -831,17 +833,45 @@ static GenerationConfig generation_settings(const char *model, const Config *c, 
 
 static volatile sig_atomic_t interrupted;
 
+/* A pipe the handler writes a byte to, so that a wait for input that starts
+ * just after a Ctrl-C (too late for the read to be interrupted) still ends:
+ * see wait_for_input. Both ends never block. */
+static int interrupt_pipe[2] = {-1, -1};
+
 static void on_interrupt(int sig) {
     (void)sig;
     interrupted = 1;
+    if (interrupt_pipe[1] >= 0) {
+        int saved = errno;
+        if (write(interrupt_pipe[1], "", 1) < 0) { /* full: a byte is there already */ }
+        errno = saved;
+    }
 }
 
 /* Ctrl-C sets `interrupted` instead of killing the process; a blocked read
  * returns with EINTR. */
 static void catch_interrupt(void) {
+    if (interrupt_pipe[0] < 0 && pipe(interrupt_pipe) == 0)
+        for (int i = 0; i < 2; i++) fcntl(interrupt_pipe[i], F_SETFL, O_NONBLOCK), fcntl(interrupt_pipe[i], F_SETFD, FD_CLOEXEC);
     struct sigaction sa = {.sa_handler = on_interrupt};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+}
+
+/* Forgets earlier Ctrl-Cs. */
+static void clear_interrupt(void) {
+    char drain[64];
+    while (interrupt_pipe[0] >= 0 && read(interrupt_pipe[0], drain, sizeof drain) > 0) {}
+    interrupted = 0;
+}
+
+/* Waits until standard input has something to read (or its end); false when
+ * Ctrl-C comes first, however shortly before the wait it came. */
+static bool wait_for_input(void) {
+    struct pollfd fds[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = interrupt_pipe[0], .events = POLLIN}};
+    while (!interrupted)
+        if (poll(fds, 2, -1) > 0 && fds[0].revents) return true;
+    return false;
 }
 
 /* Terminal colours, reset on every way out (and bracketed paste, which chat
@@ -1045,7 +1075,7 @@ static char *read_message(bool interactive, const char *prompt, const char *more
     for (;;) {
         if (interactive) fputs(message ? more : prompt, stdout), fflush(stdout);
         errno = 0;
-        ssize_t n = getline(&line, &cap, stdin);
+        ssize_t n = wait_for_input() ? getline(&line, &cap, stdin) : -1;
         if (n < 0) {
             free(line);
             if (message && !interrupted) return message;  /* the last line had no newline */
@@ -1132,10 +1162,13 @@ static int cmd_chat(Args *a) {
         fprintf(stderr, "chatting with %s (context %d tokens). /help lists the commands.\n", path, m.max_context);
     else
         fprintf(stderr, "seed %llu\n", (unsigned long long)g.sampling.seed);
+    /* Standard input unbuffered: every byte getline takes is read when it
+     * asks, so that wait_for_input sees what is still to come. */
+    setvbuf(stdin, NULL, _IONBF, 0);
     catch_interrupt();
     StopReason stop = STOP_NONE;
     for (;;) {
-        interrupted = 0;
+        clear_interrupt();
         char *message = read_message(interactive, prompt, more);
         if (!message || strcmp(message, "/exit") == 0 || strcmp(message, "/quit") == 0) {
             free(message);
