@@ -23,6 +23,8 @@
 #include "generate.h"
 #include "kernels.h"
 #include "net.h"
+#include "perplexity.h"
+#include "report.h"
 #include "safetensors.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -429,7 +431,7 @@ static void write_floats(FILE *f, const char *path, const float *v, size_t n) {
 }
 
 static int cmd_fwd(Args *a) {
-    const char *path = NULL, *tokens_arg = NULL, *logits_path = NULL, *operands[2] = {NULL, NULL};
+    const char *path = NULL, *tokens_arg = NULL, *logits_path = NULL, *report_path = NULL, *operands[2] = {NULL, NULL};
     int n_operands = 0, verbose = 0;
     ModelOptions opt = {0};
     for (a->i = 1; a->i < a->argc; a->i++) {
@@ -444,6 +446,8 @@ static int cmd_fwd(Args *a) {
                    "                       from standard input\n"
                    "  --logits FILE        write the logits of every position as raw little-endian\n"
                    "                       float32, n_tokens x vocab_size\n"
+                   "  --report FILE.html   with --tokens: write a page showing the pass from inside:\n"
+                   "                       attention maps, the logit lens, residual-stream statistics\n"
                    "  -v, -vv              trace each layer: first values and L2 norms of q, k, v\n"
                    "                       and of the residual stream (of the last token);\n"
                    "                       -vv shows every step\n%s",
@@ -453,6 +457,7 @@ static int cmd_fwd(Args *a) {
         if (model_flag(a, &opt)) continue;
         if (is_flag(a, "--tokens")) tokens_arg = flag_value(a);
         else if (is_flag(a, "--logits")) logits_path = flag_value(a);
+        else if (is_flag(a, "--report")) report_path = flag_value(a);
         else if (is_flag(a, "-v")) no_value(a), verbose = 1;
         else if (is_flag(a, "-vv")) no_value(a), verbose = 2;
         else if (!operand_or_end(a)) continue;
@@ -463,6 +468,7 @@ static int cmd_fwd(Args *a) {
     if (!path) usage_error(a, "MODEL is missing");
     if (!tokens_arg && n_operands != 2) usage_error(a, "give TOKEN POS, or --tokens");
     if (tokens_arg && n_operands) usage_error(a, "give TOKEN POS or --tokens, not both");
+    if (report_path && !tokens_arg) usage_error(a, "--report needs --tokens (a pass from position 0)");
 
     int n, pos = 0, *ids;
     if (tokens_arg) {
@@ -479,13 +485,16 @@ static int cmd_fwd(Args *a) {
         n = 1;
     }
     Model m;
+    double t0 = now_seconds();
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false, true);
+    double load_seconds = now_seconds() - t0;
     for (int i = 0; i < n; i++) check_token(&m, ids[i]);
     if ((long)pos + n > m.max_context)
         die("the last token's position, %ld, is past the context of %d positions", (long)pos + n - 1, m.max_context);
     Trace trace = {.out = stdout, .level = verbose};
     Probe probe = {.ctx = &trace, .vectors = trace_vectors};
     if (verbose) m.probe = &probe;
+    Report *report = report_path ? report_new(&m, tokenizer, verbose ? &probe : NULL) : NULL;
     FILE *out = NULL;
     if (logits_path && !(out = fopen(logits_path, "wb"))) die("%s: cannot create: %s", logits_path, strerror(errno));
 
@@ -494,15 +503,26 @@ static int cmd_fwd(Args *a) {
     kv_cache_init(&kv, &m, m.max_context);
     const float *last = NULL;
     int vocab = m.config.vocab_size;
+    t0 = now_seconds();
     for (int done = 0; done < n; done += m.state.max_tokens) {
         int block = n - done < m.state.max_tokens ? n - done : m.state.max_tokens;
         const float *logits = forward(&m, &kv, ids + done, block, pos + done, out != NULL);
         if (out) write_floats(out, logits_path, logits, (size_t)block * vocab);
         last = out ? logits + (size_t)(block - 1) * vocab : logits;
     }
+    double seconds = now_seconds() - t0;
     if (out && fclose(out) != 0) die("%s: write failed", logits_path);
     printf("next token after id %d at position %d:\n", ids[n - 1], pos + n - 1);
     print_top5(last, vocab, tokenizer);
+    if (report) {
+        ReportRun run = {.command = "fwd", .model = path, .threads = pool_size(m.pool),
+                         .kv_bytes = kv_cache_bytes(&m.config, kv.capacity), .load_seconds = load_seconds,
+                         .prompt_tokens = n, .prompt_seconds = seconds};
+        Error e;
+        if (report_write(report, report_path, ids, n, &run, &e) != 0) die("%s", e.msg);
+        fprintf(stderr, "report written to %s\n", report_path);
+        report_free(report);
+    }
     free(ids);
     kv_cache_free(&kv);
     model_free(&m);
@@ -739,6 +759,7 @@ typedef struct {
     double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     long long top_k, seed, max_new;
     int verbose;               /* -v: a line per token; -vv: and each layer's statistics */
+    const char *report;        /* --report FILE.html, or NULL */
 } GenerationFlags;
 
 static const GenerationFlags no_generation_flags = {
@@ -769,7 +790,10 @@ static const char *generation_flags_help =
     "                       (default -1; the seed used is printed with the statistics)\n"
     "  -v, -vv              a line per generated token on standard error: position,\n"
     "                       token, probability, the top 3 alternatives, time;\n"
-    "                       -vv also each layer's statistics for the token\n";
+    "                       -vv also each layer's statistics for the token\n"
+    "  --report FILE.html   write a page showing the run from inside: tokens and\n"
+    "                       each sampling stage, attention maps, the logit lens,\n"
+    "                       residual-stream statistics (slower: extra work per layer)\n";
 
 /* Consumes the current argument (and its value) if it is a generation flag. */
 static bool generation_flag(Args *a, GenerationFlags *f) {
@@ -791,6 +815,7 @@ static bool generation_flag(Args *a, GenerationFlags *f) {
     } else if (is_flag(a, "-n|--n-predict")) f->max_new = parse_long(a, "-n", flag_value(a), -1, 1 << 30);
     else if (is_flag(a, "-v")) no_value(a), f->verbose = 1;
     else if (is_flag(a, "-vv")) no_value(a), f->verbose = 2;
+    else if (is_flag(a, "--report")) f->report = flag_value(a);
     else return false;
     return true;
 }
@@ -898,17 +923,15 @@ static bool use_colour(void) {
 /* -v's line for a generated token. */
 static void print_step_line(const Tokenizer *t, const SamplerTrace *trace, int pos, double ms) {
     const SamplerStage *model = &trace->stages[0];
-    float p = 0;
-    for (int i = 0; i < model->n; i++)
-        if (model->ids[i] == trace->chosen) p = model->probs[i];
+    float p = model->chosen_prob;
     fprintf(stderr, "pos %5d  token %6d ", pos, trace->chosen);
     print_token_text(stderr, t, trace->chosen);
-    fprintf(stderr, "  p=%.4f  top:", p);
+    fprintf(stderr, "  p=%.4g  top:", p);
     for (int i = 0, shown = 0; i < model->n && shown < 3; i++) {
         if (model->ids[i] == trace->chosen) continue;
         fputc(' ', stderr);
         print_token_text(stderr, t, model->ids[i]);
-        fprintf(stderr, " %.4f", model->probs[i]);
+        fprintf(stderr, " %.4g", model->probs[i]);
         shown++;
     }
     fprintf(stderr, "  %.1f ms\n", ms);
@@ -917,6 +940,7 @@ static void print_step_line(const Tokenizer *t, const SamplerTrace *trace, int p
 /* How a reply is shown: where its text goes and what is printed around it. */
 typedef struct {
     int verbose;
+    Report *report;            /* records each step, or NULL */
     const char *thinking_on, *thinking_off;  /* colour of a <think> block, or "" */
 } Output;
 
@@ -958,14 +982,12 @@ static void show_text(const Output *o, const char *text, size_t len, char **repl
  * rule or at Ctrl-C. */
 static StopReason generate(Sequence *seq, const Output *o, char **reply, size_t *reply_len) {
     SamplerTrace trace;
-    if (o->verbose) sampler_set_trace(seq->sampler, &trace);
-    Trace layers = {.out = stderr, .level = 2};
-    Probe probe = {.ctx = &layers, .vectors = trace_vectors};
-    if (o->verbose > 1) seq->model->probe = &probe;
+    if (o->verbose || o->report) sampler_set_trace(seq->sampler, &trace);
     float *logits = sequence_feed(seq);
     StopReason stop = STOP_NONE;
     while (stop == STOP_NONE) {
         double t0 = now_seconds();
+        int pos = (int)seq->tokens.n;  /* where the new token goes */
         Step step = sequence_step(seq, logits);
         show_text(o, step.text, step.len, reply, reply_len);
         stop = step.stop;
@@ -976,11 +998,55 @@ static StopReason generate(Sequence *seq, const Output *o, char **reply, size_t 
             show_text(o, rest, len, reply, reply_len);
         }
         if (stop == STOP_NONE) logits = sequence_feed(seq);
-        if (o->verbose) print_step_line(seq->tokenizer, &trace, (int)seq->tokens.n - 1, (now_seconds() - t0) * 1e3);
+        double ms = (now_seconds() - t0) * 1e3;
+        if (o->verbose) print_step_line(seq->tokenizer, &trace, pos, ms);
+        if (o->report) report_add_step(o->report, pos, &trace, ms);
     }
     sampler_set_trace(seq->sampler, NULL);
-    seq->model->probe = NULL;
     return stop;
+}
+
+/* What watches a run through the model's probe: the trace of -vv, the
+ * report, both (the report passes each step on to the trace), or nothing. */
+typedef struct {
+    Trace trace;
+    Probe trace_probe;
+    Report *report;
+} Watch;
+
+/* Starts watching m; w must stay where it is until watch_end. */
+static void watch_start(Watch *w, Model *m, const Tokenizer *t, int verbose, const char *report_path) {
+    w->trace = (Trace){.out = stderr, .level = 2};
+    w->trace_probe = (Probe){.ctx = &w->trace, .vectors = trace_vectors};
+    const Probe *trace = verbose > 1 ? &w->trace_probe : NULL;
+    w->report = report_path ? report_new(m, t, trace) : NULL;
+    if (!w->report) m->probe = trace;
+}
+
+/* Writes the report of the sequence tokens[0..n) (when there is one) and stops watching m. */
+static void watch_end(Watch *w, Model *m, const char *report_path, const ReportRun *run, const int *tokens, int n) {
+    if (w->report) {
+        Error e;
+        if (report_write(w->report, report_path, tokens, n, run, &e) != 0) die("%s", e.msg);
+        fprintf(stderr, "report written to %s\n", report_path);
+    }
+    report_free(w->report);
+    m->probe = NULL;
+}
+
+/* The run panel of a generation's report. */
+static ReportRun generation_run(const char *command, const char *model, const Sequence *seq, double load_seconds,
+                                char *sampling, size_t size) {
+    const SamplerConfig *s = &seq->config.sampling;
+    snprintf(sampling, size,
+             "temperature %g, top-k %d, top-p %g, min-p %g, repetition penalty %g, presence penalty %g, "
+             "frequency penalty %g, seed %llu",
+             s->temperature, s->top_k, s->top_p, s->min_p, s->repeat_penalty, s->presence_penalty, s->frequency_penalty,
+             (unsigned long long)s->seed);
+    return (ReportRun){.command = command, .model = model, .sampling = sampling, .threads = pool_size(seq->model->pool),
+                       .kv_bytes = kv_cache_bytes(&seq->model->config, seq->cache.capacity), .load_seconds = load_seconds,
+                       .prompt_tokens = seq->prompt_tokens, .prompt_seconds = seq->prompt_seconds,
+                       .decode_tokens = seq->decode_tokens, .decode_seconds = seq->decode_seconds};
 }
 
 static void print_stats(const Sequence *seq, StopReason stop) {
@@ -1038,7 +1104,9 @@ static int cmd_gen(Args *a) {
     }
 
     Model m;
+    double t0 = now_seconds();
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
+    double load_seconds = now_seconds() - t0;
     GenerationConfig g = generation_settings(path, &m.config, &flags, 256);
     TokenIds ids = {0};
     if (len == 0) die("the prompt is empty");
@@ -1052,11 +1120,16 @@ static int cmd_gen(Args *a) {
     sequence_init(&seq, &m, tokenizer, &g, m.max_context);
     sequence_start(&seq, ids.ids, (int)ids.n);
     catch_interrupt();
-    Output o = {.verbose = flags.verbose, .thinking_on = "", .thinking_off = ""};
+    Watch watch;
+    watch_start(&watch, &m, tokenizer, flags.verbose, flags.report);
+    Output o = {.verbose = flags.verbose, .report = watch.report, .thinking_on = "", .thinking_off = ""};
     StopReason stop = generate(&seq, &o, NULL, NULL);
     putchar('\n');
     fflush(stdout);
     print_stats(&seq, stop);
+    char sampling[512];
+    ReportRun run = generation_run("gen", path, &seq, load_seconds, sampling, sizeof sampling);
+    watch_end(&watch, &m, flags.report, &run, seq.tokens.ids, (int)seq.tokens.n);
     token_ids_free(&ids);
     sequence_free(&seq);
     model_free(&m);
@@ -1140,7 +1213,9 @@ static int cmd_chat(Args *a) {
     check_generation_flags(a, &flags);
 
     Model m;
+    double t0 = now_seconds();
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
+    double load_seconds = now_seconds() - t0;
     GenerationConfig g = generation_settings(path, &m.config, &flags, -1);
     Error e;
     Chat chat;
@@ -1151,7 +1226,10 @@ static int cmd_chat(Args *a) {
     bool interactive = isatty(STDIN_FILENO), colour = interactive && use_colour();
     const char *prompt = colour ? "\033[1;32m> \033[0m" : "> ", *more = colour ? "\033[1;32m. \033[0m" : ". ";
     const char *reply_on = colour ? "\033[36m" : "", *reply_off = colour ? "\033[0m" : "";
-    Output o = {.verbose = flags.verbose, .thinking_on = colour ? "\033[2m" : "", .thinking_off = reply_on};
+    Watch watch;
+    watch_start(&watch, &m, tokenizer, flags.verbose, flags.report);
+    Output o = {.verbose = flags.verbose, .report = watch.report, .thinking_on = colour ? "\033[2m" : "",
+                .thinking_off = reply_on};
     if (interactive && isatty(STDOUT_FILENO)) {
         /* A paste then comes between ESC[200~ and ESC[201~: it is one message. */
         fputs("\033[?2004h", stdout);
@@ -1217,8 +1295,87 @@ static int cmd_chat(Args *a) {
         putchar('\n');
         print_stats(&seq, stop);
     }
+    char sampling[512];
+    ReportRun run = generation_run("chat", path, &seq, load_seconds, sampling, sizeof sampling);
+    watch_end(&watch, &m, flags.report, &run, seq.tokens.ids, (int)seq.tokens.n);
     chat_free(&chat);
     sequence_free(&seq);
+    model_free(&m);
+    tokenizer_free(tokenizer);
+    return 0;
+}
+
+/* ---- ppl ---- */
+
+/* A line per window on standard error: the perplexity so far. */
+static void show_window(void *ctx, int index, int n_windows, int begin, int end, const PerplexityTotals *t) {
+    (void)ctx;
+    fprintf(stderr, "[%d/%d] tokens %d..%d: %ld scored, perplexity so far %.4f\n", index + 1, n_windows, begin, end - 1,
+            t->n_scored, perplexity_value(t));
+}
+
+static int cmd_ppl(Args *a) {
+    const char *path = NULL, *file = NULL;
+    int stride = 0;
+    ModelOptions opt = {0};
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
+            printf("usage: run ppl MODEL FILE [flags]\n\n"
+                   "Prints the perplexity of the text in FILE ('-': standard input): exp of the\n"
+                   "mean negative log-likelihood of its tokens, with its standard error, as\n"
+                   "transformers' perplexity guide computes it. Windows of the context length\n"
+                   "start every STRIDE tokens; each scores only the tokens no earlier window\n"
+                   "scored, each predicted from the window's tokens before it. A line per window\n"
+                   "goes to standard error, the result to standard output:\n"
+                   "  perplexity: P +/- E (N tokens scored, W windows of C tokens, stride S, DTYPE)\n\n"
+                   "flags:\n"
+                   "  --stride S           tokens between the starts of windows (default: half\n"
+                   "                       the window)\n"
+                   "%s"
+                   "The window is -c (the context length).\n",
+                   model_flags_help);
+            return 0;
+        }
+        if (model_flag(a, &opt)) continue;
+        if (is_flag(a, "--stride")) stride = (int)parse_long(a, "--stride", flag_value(a), 1, 1 << 24);
+        else if (!operand_or_end(a)) continue;
+        else if (!path) path = a->argv[a->i];
+        else if (!file) file = a->argv[a->i];
+        else usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
+    }
+    if (!path) usage_error(a, "MODEL is missing");
+    if (!file) usage_error(a, "FILE is missing");
+    if (opt.context && opt.context < 2) usage_error(a, "-c: a window needs at least 2 tokens");
+    if (opt.context && stride > opt.context) usage_error(a, "--stride %d is longer than the window of %d tokens", stride, opt.context);
+    char *text;
+    size_t len;
+    if (strcmp(file, "-") == 0) {
+        text = read_standard_input(&len);
+    } else {
+        Error e;
+        if (read_file(file, &text, &len, &e) != 0) die("%s", e.msg);
+    }
+    Model m;
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
+    TokenIds ids = {0};
+    warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_PROMPT, &ids));
+    free(text);
+    if (ids.n < 2) die("%s: %zu token%s: perplexity needs at least 2", file, ids.n, ids.n == 1 ? "" : "s");
+    if (ids.n > 1 << 30) die("%s: too many tokens", file);
+    int window = m.max_context;
+    if (window < 2) die("a window needs at least 2 tokens (-c)");
+    if (!stride) stride = window / 2;
+    if (stride > window) die("--stride %d is longer than the window of %d tokens", stride, window);
+    PerplexityTotals t;
+    double t0 = now_seconds();
+    perplexity_run(&m, ids.ids, (int)ids.n, window, stride, &t, show_window, NULL);
+    double seconds = now_seconds() - t0;
+    int n_windows = perplexity_windows((int)ids.n, window, stride);
+    printf("perplexity: %.6f +/- %.6f (%ld tokens scored, %d window%s of %d tokens, stride %d, %s weights)\n",
+           perplexity_value(&t), perplexity_error(&t), t.n_scored, n_windows, n_windows == 1 ? "" : "s", window, stride,
+           weight_type_name(m.dtype));
+    fprintf(stderr, "%zu tokens in %.2f s\n", ids.n, seconds);
+    token_ids_free(&ids);
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;
@@ -1291,6 +1448,7 @@ static const Command commands[] = {
     {"fwd", cmd_fwd, "run the forward pass on token ids; print the top next tokens"},
     {"gen", cmd_gen, "continue a prompt: stream generated text"},
     {"chat", cmd_chat, "chat with an instruction-tuned model"},
+    {"ppl", cmd_ppl, "the perplexity of a text file (sliding windows)"},
     {"template", cmd_template, "print the text a chat template makes of a conversation"},
     {"bench", cmd_bench, "time prefill and decoding (tokens per second)"},
     {NULL, NULL, NULL},

@@ -41,6 +41,9 @@ struct Sampler {
     unsigned char *penalized;      /* [vocab_size] 1 for ids already penalised this step */
     int *counts;                   /* [vocab_size] times each id was generated (presence/frequency) */
     SamplerTrace *trace;           /* filled at each step when not NULL */
+    float *stage_logits;           /* [SAMPLER_MAX_STAGES][vocab_size] with a trace: each stage's
+                                      logits (-inf for tokens out of the running), for chosen_prob */
+    double stage_max[SAMPLER_MAX_STAGES], stage_sum[SAMPLER_MAX_STAGES];  /* their max and sum of exp(x - max) */
 };
 
 int sampler_check_config(const SamplerConfig *cfg, Error *e) {
@@ -88,6 +91,7 @@ void sampler_free(Sampler *s) {
     free(s->heap);
     free(s->penalized);
     free(s->counts);
+    free(s->stage_logits);
     free(s);
 }
 
@@ -315,7 +319,10 @@ static size_t min_p_filter(SamplerCandidate *c, size_t n, size_t top, double min
 
 /* ---- the trace ---- */
 
-void sampler_set_trace(Sampler *s, SamplerTrace *trace) { s->trace = trace; }
+void sampler_set_trace(Sampler *s, SamplerTrace *trace) {
+    s->trace = trace;
+    if (trace && !s->stage_logits) s->stage_logits = xmalloc((size_t)SAMPLER_MAX_STAGES * s->vocab_size * sizeof(float));
+}
 
 /* Records the top of the softmax over some tokens: the candidates c[0..n),
  * or when c is NULL the whole vocabulary with logits[]. */
@@ -333,12 +340,32 @@ static void record_stage(Sampler *s, const char *name, const float *logits, cons
     double sum = 0;
     for (size_t i = 0; i < n; i++) max = fmaxf(max, x[i]);
     for (size_t i = 0; i < n; i++) sum += exp((double)x[i] - max);
+    /* The stage's logit of every token, for the chosen one's probability. */
+    float *all = s->stage_logits + (size_t)(t->n_stages - 1) * s->vocab_size;
+    if (c) {
+        for (int i = 0; i < s->vocab_size; i++) all[i] = -INFINITY;
+        for (size_t i = 0; i < n; i++) all[c[i].id] = x[i];
+    } else {
+        memcpy(all, x, (size_t)s->vocab_size * sizeof *all);
+    }
+    s->stage_max[t->n_stages - 1] = max;
+    s->stage_sum[t->n_stages - 1] = sum;
     st->n = top_indices(st->ids, SAMPLER_TRACE_TOP, x, (int)n);
     for (int i = 0; i < st->n; i++) {
         st->probs[i] = (float)(exp((double)x[st->ids[i]] - max) / sum);
         if (c) st->ids[i] = c[st->ids[i]].id;
     }
     if (c) free(x);
+}
+
+/* The token drawn, and its probability at each stage. */
+static void record_choice(Sampler *s, int id) {
+    SamplerTrace *t = s->trace;
+    t->chosen = id;
+    for (int k = 0; k < t->n_stages; k++) {
+        float x = s->stage_logits[(size_t)k * s->vocab_size + id];
+        t->stages[k].chosen_prob = x == -INFINITY ? 0 : (float)(exp((double)x - s->stage_max[k]) / s->stage_sum[k]);
+    }
 }
 
 /* ---- the steps together ---- */
@@ -404,6 +431,6 @@ int sampler_sample(Sampler *s, float *logits, const int *context, size_t n_conte
     const SamplerCandidate *c;
     size_t n = sampler_candidates(s, logits, context, n_context, n_generated, &c);
     int id = s->cfg.temperature == 0 ? c[0].id : sampler_pick(c, n, rng_uniform(&s->rng));
-    if (s->trace) s->trace->chosen = id;
+    if (s->trace) record_choice(s, id);
     return id;
 }

@@ -80,6 +80,7 @@ typedef struct {
     int ids[SAMPLER_TRACE_TOP];
     float probs[SAMPLER_TRACE_TOP];
     int n_left;             /* tokens still in the running at this stage */
+    float chosen_prob;      /* the probability of the token drawn in the end (0: filtered out) */
 } SamplerStage;
 
 /* What one step did: the distribution after each stage that ran, in order
@@ -90,8 +91,8 @@ typedef struct {
     int chosen;
 } SamplerTrace;
 
-/* When trace is not NULL, every later step fills it (extra work: a softmax
- * over the vocabulary per stage); NULL stops it. */
+/* When trace is not NULL, every later sampler_sample fills it (extra work: a
+ * softmax and a copy of the logits per stage); NULL stops it. */
 void sampler_set_trace(Sampler *s, SamplerTrace *trace);
 
 /* Checks every setting's range; on a bad one returns -1 with e.g.
