@@ -1,0 +1,77 @@
+#!/bin/sh
+# tests/test_ppl.sh - run ppl against the perplexity that the numpy reference's
+# logits give tests/data/ppl_text.txt, for one window and for sliding windows
+# (tests/data/inside_golden.json, made by scripts/make_inside_golden.py), and
+# its errors.
+. tests/lib.sh
+
+fixture=${TESTBIN:-build/tests}/make_checkpoint
+golden=tests/data/inside_golden.json
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+model=$tmp/model
+field() {
+    python3 -c '
+import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2:]:
+    v = v[int(k)] if isinstance(v, list) else v[k]
+sys.stdout.write(" ".join(map(str, v)) if isinstance(v, list) else str(v))' "$golden" "$@"
+}
+# shellcheck disable=SC2046 # the checkpoint's flags are split on purpose
+"$fixture" "$model" $(field gen_checkpoint) >/dev/null
+cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
+text=tests/data/ppl_text.txt
+check "ppl: the text's ids are the reference tokenizer's" test "$($RUN tok "$model" -f "$text")" = "$(field ppl_ids)"
+
+# same_ppl CASE: the last run's line against case CASE of the golden file:
+# perplexity within 1e-4 relative, its standard error within 1e-3, the count.
+same_ppl() {
+    python3 - "$golden" "$1" "$tmp/out" <<'PY'
+import json, re, sys
+want = json.load(open(sys.argv[1]))["ppl"][int(sys.argv[2])]
+line = open(sys.argv[3]).read()
+m = re.fullmatch(r"perplexity: (\S+) \+/- (\S+) \((\d+) tokens scored, (\d+) windows? of (\d+) tokens, stride (\d+), \S+ weights\)\n", line)
+if not m:
+    sys.exit("unexpected output: %r" % line)
+ppl, err, scored = float(m[1]), float(m[2]), int(m[3])
+ok = abs(ppl - want["ppl"]) <= 1e-4 * want["ppl"] and abs(err - want["error"]) <= 1e-3 * want["error"] and scored == want["scored"]
+if not ok:
+    sys.exit("got %r +/- %r over %d tokens, the reference %r +/- %r over %d" % (ppl, err, scored, want["ppl"], want["error"], want["scored"]))
+PY
+}
+
+n_cases=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["ppl"]))' "$golden")
+i=0
+while [ "$i" -lt "$n_cases" ]; do
+    window=$(field ppl $i window)
+    stride=$(field ppl $i stride)
+    status 0 $RUN ppl "$model" "$text" -c "$window" --stride "$stride"
+    check "ppl -c $window --stride $stride: exit 0" test $? -eq 0
+    check "ppl -c $window --stride $stride: the reference's perplexity" same_ppl $i
+    i=$((i + 1))
+done
+# The window and stride of case 1, with its progress lines.
+windows=$(python3 -c 'import sys; n, w, s = map(int, sys.argv[1:]); print(1 if n <= w else (n - w + s - 1) // s + 1)' \
+    "$(field ppl_ids | wc -w)" "$(field ppl 1 window)" "$(field ppl 1 stride)")
+$RUN ppl "$model" "$text" -c "$(field ppl 1 window)" --stride "$(field ppl 1 stride)" >"$tmp/out" 2>"$tmp/err"
+check "ppl: a progress line per window on stderr" test "$(grep -c '^\[[0-9]*/'"$windows"'\] tokens ' "$tmp/err")" -eq "$windows"
+$RUN ppl "$model" - -c "$(field ppl 1 window)" --stride "$(field ppl 1 stride)" --dtype f32 <"$text" >"$tmp/out" 2>/dev/null
+check "ppl --dtype f32 from standard input: the same perplexity" same_ppl 1
+$RUN ppl "$model" "$text" -c "$(field ppl 1 window)" --stride "$(field ppl 1 stride)" --dtype q8 >"$tmp/out" 2>/dev/null
+check "ppl --dtype q8: says its format" grep -q "q8 weights)$" "$tmp/out"
+
+# ---- errors ----
+status 2 $RUN ppl "$model"
+check "ppl without FILE: usage error" one_error "FILE is missing"
+status 2 $RUN ppl "$model" "$text" -c 8 --stride 9
+check "ppl: a stride longer than the window: usage error" one_error "stride 9 is longer than the window"
+status 2 $RUN ppl "$model" "$text" --stride 0
+check "ppl --stride 0: usage error" one_error "expected an integer"
+printf 'Hi' >"$tmp/short"
+status 1 $RUN ppl "$model" "$tmp/short"
+check "ppl: a text of one token: runtime error" one_error "perplexity needs at least 2"
+status 1 $RUN ppl "$model" "$tmp/missing"
+check "ppl: a missing file: runtime error" one_error "missing"
+
+summary test_ppl
