@@ -447,7 +447,8 @@ static int cmd_fwd(Args *a) {
                    "  --logits FILE        write the logits of every position as raw little-endian\n"
                    "                       float32, n_tokens x vocab_size\n"
                    "  --report FILE.html   with --tokens: write a page showing the pass from inside:\n"
-                   "                       attention maps, the logit lens, residual-stream statistics\n"
+                   "                       attention maps, the logit lens, residual-stream\n"
+                   "                       statistics\n"
                    "  -v, -vv              trace each layer: first values and L2 norms of q, k, v\n"
                    "                       and of the residual stream (of the last token);\n"
                    "                       -vv shows every step\n%s",
@@ -1323,16 +1324,15 @@ static int cmd_ppl(Args *a) {
             printf("usage: run ppl MODEL FILE [flags]\n\n"
                    "Prints the perplexity of the text in FILE ('-': standard input): exp of the\n"
                    "mean negative log-likelihood of its tokens, with its standard error, as\n"
-                   "transformers' perplexity guide computes it. Windows of the context length\n"
-                   "start every STRIDE tokens; each scores only the tokens no earlier window\n"
-                   "scored, each predicted from the window's tokens before it. A line per window\n"
-                   "goes to standard error, the result to standard output:\n"
+                   "transformers' perplexity guide computes it. Windows of -c tokens (the\n"
+                   "context length) start every S tokens; each scores only the tokens no earlier\n"
+                   "window scored, each predicted from the window's tokens before it. A line per\n"
+                   "window goes to standard error, the result to standard output:\n"
                    "  perplexity: P +/- E (N tokens scored, W windows of C tokens, stride S, DTYPE)\n\n"
                    "flags:\n"
                    "  --stride S           tokens between the starts of windows (default: half\n"
                    "                       the window)\n"
-                   "%s"
-                   "The window is -c (the context length).\n",
+                   "%s",
                    model_flags_help);
             return 0;
         }

@@ -481,12 +481,12 @@ static void attention_task(void *arg, int thread, int n_threads) {
  * softmax over the keys t <= query of q . k_t / sqrt(head_dim). */
 static void show_attention(const Model *m, const Batch *b, int l) {
     const Probe *p = m->probe;
-    if (!p || !p->attention || !p->want_attention || b->n_chunks != 1) return;
+    if (!p || !p->attention || b->n_chunks != 1 || b->chunks[0].pos >= p->attention_until) return;
     const Config *c = &m->config;
     const Chunk *ch = &b->chunks[0];
     int hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
     float *probs = xmalloc((size_t)(ch->pos + ch->n_tokens) * sizeof(float));
-    for (int i = 0; i < ch->n_tokens; i++)
+    for (int i = 0; i < ch->n_tokens && ch->pos + i < p->attention_until; i++)
         for (int h = 0; h < c->n_heads; h++) {
             const float *q = m->state.q + ((size_t)i * c->n_heads + h) * hd;
             const float *keys = cache_head(m, ch->cache->keys, ch->cache->capacity, l, h / group);

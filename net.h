@@ -99,11 +99,11 @@ typedef struct {
     /* Step `step` of layer `layer` (-1 outside the layers) for tokens at
      * positions pos .. pos + n_tokens - 1: rows[n_tokens][width]. */
     void (*vectors)(void *ctx, ProbeStep step, int layer, int pos, int n_tokens, const float *rows, int width);
-    /* With want_attention: each head's attention weights for the query at
-     * position `query`, over keys 0..query: probs[query + 1]. Computing them is
-     * extra work done only for the probe. */
+    /* Each head's attention weights for the query at position `query`, over
+     * keys 0..query: probs[query + 1], for the queries at positions below
+     * attention_until. Computing them is extra work done only for the probe. */
     void (*attention)(void *ctx, int layer, int head, int query, const float *probs);
-    bool want_attention;
+    int attention_until;
 } Probe;
 
 typedef struct {

@@ -127,7 +127,6 @@ static void on_vectors(void *ctx, ProbeStep step, int layer, int pos, int n, con
 static void on_attention(void *ctx, int layer, int head, int query, const float *probs) {
     Report *r = ctx;
     if (r->next && r->next->attention) r->next->attention(r->next->ctx, layer, head, query, probs);
-    if (query >= r->attn_keep) return;
     size_t tri = (size_t)r->attn_keep * (r->attn_keep + 1) / 2;
     float *dst = r->attn + ((size_t)layer * r->n_heads + head) * tri + (size_t)query * (query + 1) / 2;
     memcpy(dst, probs, (size_t)(query + 1) * sizeof *probs);
@@ -145,7 +144,7 @@ Report *report_new(Model *m, const Tokenizer *t, const Probe *next) {
     r->attn_keep = keep;
     r->attn = xcalloc((size_t)c->n_layers * c->n_heads * ((size_t)keep * (keep + 1) / 2), sizeof *r->attn);
     r->lens_logits = xmalloc((size_t)LENS_ROWS * c->vocab_size * sizeof *r->lens_logits);
-    r->probe = (Probe){.ctx = r, .vectors = on_vectors, .attention = on_attention, .want_attention = true};
+    r->probe = (Probe){.ctx = r, .vectors = on_vectors, .attention = on_attention, .attention_until = keep};
     m->probe = &r->probe;
     return r;
 }

@@ -82,6 +82,17 @@ $RUN fwd "$small" --tokens "$(field forward ids)" --report "$tmp/fwd.html" >/dev
 check "fwd --report: exit 0" test $? -eq 0
 check "fwd --report: attention within 1e-4 of the reference's, the logit lens (its last layer the final logits), norms, outliers" \
     python3 tests/check_report.py forward "$golden" "$tmp/fwd.html"
+# A long pass: attention kept for the first positions only, and the page says so.
+long_ids=$(python3 -c 'print(",".join(str((i * 7919 + 13) % 2048) for i in range(600)))')
+$RUN fwd "$small" --tokens "$long_ids" --report "$tmp/long.html" >/dev/null 2>&1
+check "fwd --report of 600 tokens: bounded (attention of the first 500, under 20 MB), the rest kept" python3 - "$tmp/long.html" <<'PY'
+import json, os, re, sys
+d = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', open(sys.argv[1]).read(), re.S)[1])
+o = d["left_out"]
+ok = o == {"statistics_from": 600, "attention_from": 500, "positions": 600} and d["attention"]["positions"] == 500 and \
+    len(d["attention"]["weights"][1][3]) == 500 * 501 // 2 and d["layers"]["positions"] == 600 and os.path.getsize(sys.argv[1]) < 20e6
+sys.exit(0 if ok else "left out %r, %d bytes" % (o, os.path.getsize(sys.argv[1])))
+PY
 status 2 $RUN fwd "$small" 5 0 --report "$tmp/x.html"
 check "fwd --report without --tokens: usage error" one_error "report needs --tokens"
 status 1 $RUN fwd "$small" --tokens 1,2 --report "$tmp/no/such/folder/x.html"
