@@ -259,42 +259,44 @@ static void put_steps(FILE *f, const Report *r, int n, bool *needed) {
     fputs("],\n", f);
 }
 
-/* One array per layer of a LayerPoint field over positions 0..n. */
-static void put_layer_field(FILE *f, const Report *r, const char *name, int n, int field) {
-    fprintf(f, "\"%s\": [", name);
-    for (int l = 0; l < r->n_layers; l++) {
-        fputs(l ? ",\n[" : "[", f);
-        for (int p = 0; p < n; p++) {
-            const LayerPoint *pt = &r->points[(size_t)p * r->n_layers + l];
-            if (p) fputc(',', f);
-            if (field == 0) put_number(f, "%.5g", pt->resid);
-            else if (field == 1) put_number(f, "%.5g", pt->attn);
-            else if (field == 2) put_number(f, "%.5g", pt->mlp);
-            else if (field == 3) fprintf(f, "%d", pt->lens_id);
-            else if (field == 4) put_number(f, "%.7g", pt->lens_prob);
-            else {
-                fputc('[', f);
-                for (int k = 0; k < OUTLIERS && pt->top_dim[k] >= 0; k++) {
-                    fprintf(f, "%s%d,", k ? "," : "", pt->top_dim[k]);
-                    put_number(f, "%.5g", pt->top_val[k]);
-                }
-                fputc(']', f);
-            }
+/* The LayerPoint fields, as the page names them. */
+typedef enum { FIELD_RESID, FIELD_ATTN, FIELD_MLP, FIELD_LENS_ID, FIELD_LENS_PROB, FIELD_OUTLIERS, N_FIELDS } PointField;
+
+static void put_field(FILE *f, const LayerPoint *pt, PointField field) {
+    switch (field) {
+    case FIELD_RESID: put_number(f, "%.5g", pt->resid); break;
+    case FIELD_ATTN: put_number(f, "%.5g", pt->attn); break;
+    case FIELD_MLP: put_number(f, "%.5g", pt->mlp); break;
+    case FIELD_LENS_ID: fprintf(f, "%d", pt->lens_id); break;
+    case FIELD_LENS_PROB: put_number(f, "%.7g", pt->lens_prob); break;
+    default:  /* [dim, value, dim, value, ...] */
+        fputc('[', f);
+        for (int k = 0; k < OUTLIERS && pt->top_dim[k] >= 0; k++) {
+            fprintf(f, "%s%d,", k ? "," : "", pt->top_dim[k]);
+            put_number(f, "%.5g", pt->top_val[k]);
         }
         fputc(']', f);
     }
-    fputs("],\n", f);
 }
 
+/* "layers": for each field, an array per layer over positions 0..n-1. */
 static void put_layers(FILE *f, const Report *r, int n, bool *needed) {
+    static const char *names[N_FIELDS] = {"resid", "attn_add", "mlp_add", "lens_id", "lens_prob", "outliers"};
     fprintf(f, "\"layers\": {\"positions\": %d, \"embed_norm\": [", n);
     for (int p = 0; p < n; p++) fputs(p ? "," : "", f), put_number(f, "%.5g", r->embed_norm[p]);
-    fputs("],\n", f);
-    static const char *names[] = {"resid", "attn_add", "mlp_add", "lens_id", "lens_prob", "outliers"};
-    for (int k = 0; k < 6; k++) put_layer_field(f, r, names[k], n, k);
+    fputc(']', f);
+    for (PointField field = 0; field < N_FIELDS; field++) {
+        fprintf(f, ",\n\"%s\": [", names[field]);
+        for (int l = 0; l < r->n_layers; l++) {
+            fputs(l ? ",\n[" : "[", f);
+            for (int p = 0; p < n; p++) fputs(p ? "," : "", f), put_field(f, &r->points[(size_t)p * r->n_layers + l], field);
+            fputc(']', f);
+        }
+        fputc(']', f);
+    }
+    fputs("},\n", f);
     for (int p = 0; p < n; p++)
         for (int l = 0; l < r->n_layers; l++) need_token(needed, r->vocab, r->points[(size_t)p * r->n_layers + l].lens_id);
-    fputs("\"end\": 0},\n", f);
 }
 
 static void put_attention(FILE *f, const Report *r, int n) {

@@ -413,6 +413,42 @@ static void test_order_of_steps(void) {
     expect_distribution("top-k 3 then top-p 0.7", &cfg, logits, 6, (const double[]){0, 0, 0, 0, 5 / 11.0, 6 / 11.0});
 }
 
+static void test_trace(void) {
+    /* Weights 1..6 (logits log w), T = 0.5: 1, 4, 9, 16, 25, 36 (sum 91).
+     * Top-k 4 keeps 9, 16, 25, 36 (sum 86); min-p 0.5 then keeps what is at
+     * least half of 36/86: 25 and 36 (sum 61). Each stage's top is listed,
+     * and the token drawn (5 or 6) gets its probability at every stage. */
+    const double w[6] = {1, 2, 3, 4, 5, 6};
+    float logits[6];
+    logits_from_weights(w, 6, logits);
+    SamplerConfig cfg = config(0.5, 4, 1, 0.5, 1);
+    Error e;
+    Sampler *s = sampler_new(&cfg, 6, &e);
+    SamplerTrace trace;
+    sampler_set_trace(s, &trace);
+    int id = sampler_sample(s, logits, NULL, 0, 0);
+    sampler_free(s);
+    const char *names[] = {"model", "temperature", "top-k", "min-p"};
+    const int left[] = {6, 6, 4, 2};
+    const double sums[] = {21, 91, 86, 61};
+    CHECK(trace.n_stages == 4, "four stages ran, got %d", trace.n_stages);
+    CHECK(trace.chosen == id && (id == 4 || id == 5), "the token drawn, %d, is recorded", id);
+    for (int k = 0; k < trace.n_stages && k < 4; k++) {
+        const SamplerStage *st = &trace.stages[k];
+        double power = k == 0 ? 1 : 2;  /* the weights, squared by T = 0.5 */
+        CHECK(strcmp(st->name, names[k]) == 0 && st->n_left == left[k] && st->n == left[k],
+              "stage %d: %s with %d left, got %s with %d (%d shown)", k, names[k], left[k], st->name, st->n_left, st->n);
+        for (int i = 0; i < st->n; i++) {
+            double want = pow(6 - i, power) / sums[k];
+            CHECK(st->ids[i] == 5 - i && fabs(st->probs[i] - want) < 1e-6, "stage %s, rank %d: id %d p %g, expected %d %g",
+                  st->name, i, st->ids[i], st->probs[i], 5 - i, want);
+        }
+        double chosen = pow(id + 1, power) / sums[k];
+        CHECK(fabs(st->chosen_prob - chosen) < 1e-6, "stage %s: the drawn token's probability %g, expected %g", st->name,
+              st->chosen_prob, chosen);
+    }
+}
+
 static void test_pick(void) {
     const SamplerCandidate c[3] = {{5, 0, 0.25f}, {7, 0, 0.5f}, {9, 0, 0.25f}};
     CHECK(sampler_pick(c, 3, 0.0) == 5, "u = 0 picks the first");
@@ -742,6 +778,7 @@ int main(void) {
     test_min_p();
     test_impossible_token();
     test_order_of_steps();
+    test_trace();
     test_pick();
     test_small_random_cases();
     test_qwen_sized_vocabulary();
