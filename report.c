@@ -108,7 +108,12 @@ static void on_vectors(void *ctx, ProbeStep step, int layer, int pos, int n, con
     Report *r = ctx;
     if (r->next && r->next->vectors) r->next->vectors(r->next->ctx, step, layer, pos, n, rows, width);
     double t0 = now_seconds();
-    if (step == PROBE_EMBEDDING) r->n_positions = pos + n;
+    if (step == PROBE_EMBEDDING) {
+        /* Positions from pos on are being run again: the steps that chose
+         * tokens after it belong to a past sequence. */
+        r->n_positions = pos + n;
+        while (r->n_steps > 0 && r->steps[r->n_steps - 1].pos > pos) r->n_steps--;
+    }
     int kept = pos + n < REPORT_MAX_POSITIONS ? n : REPORT_MAX_POSITIONS - pos;  /* rows whose statistics are kept */
     if (kept <= 0) return;
     reserve_positions(r, pos + kept);
@@ -233,12 +238,13 @@ static void put_vocab(FILE *f, const Report *r, const bool *needed) {
     fputs("},\n", f);
 }
 
-static void put_steps(FILE *f, const Report *r, int n, bool *needed) {
+/* The steps that chose the tokens of tokens[0..n) (and an end token at n). */
+static void put_steps(FILE *f, const Report *r, const int *tokens, int n, bool *needed) {
     fputs("\"steps\": [", f);
     bool first = true;
     for (int s = 0; s < r->n_steps; s++) {
         const ReportStep *st = &r->steps[s];
-        if (st->pos > n) continue;
+        if (st->pos > n || (st->pos < n && tokens[st->pos] != st->trace.chosen)) continue;
         fprintf(f, "%s{\"pos\": %d, \"chosen\": %d, \"ms\": ", first ? "" : ",\n", st->pos, st->trace.chosen);
         first = false;
         need_token(needed, r->vocab, st->trace.chosen);
@@ -356,7 +362,7 @@ int report_write(Report *r, const char *path, const int *tokens, int n, const Re
     fputs("\"tokens\": [", f);
     for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", tokens[i]), need_token(needed, r->vocab, tokens[i]);
     fputs("],\n", f);
-    put_steps(f, r, n, needed);
+    put_steps(f, r, tokens, n, needed);
     put_layers(f, r, stats, needed);
     put_attention(f, r, attention);
     put_vocab(f, r, needed);

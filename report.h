@@ -51,7 +51,8 @@ void report_free(Report *r);
 
 /* Records a sampling step that chose the token at position pos, in ms
  * milliseconds (sampling and the token's forward pass). Steps recorded
- * earlier at pos or later are forgotten. */
+ * earlier at pos or later are forgotten, and so are those after the first
+ * position of a later pass. */
 void report_add_step(Report *r, int pos, const SamplerTrace *trace, double ms);
 
 /* Writes the page for the sequence tokens[0..n) (the positions the passes

@@ -108,6 +108,15 @@ ok = len(d["steps"]) == 8 and all(d["tokens"][s["pos"]] == s["chosen"] for s in 
 sys.exit(0 if ok else "steps %r" % [(s["pos"], s["chosen"]) for s in d["steps"]])
 PY
 
+printf 'hi there friend\n/reset\nhello\n' | $RUN chat "$model" --temp 0 -n 4 --report "$tmp/reset.html" >/dev/null 2>&1
+check "chat --report after /reset: the new conversation only, its 4 steps" python3 - "$tmp/reset.html" <<'PY'
+import json, re, sys
+d = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', open(sys.argv[1]).read(), re.S)[1])
+steps = [s["pos"] for s in d["steps"]]
+ok = len(steps) == 4 and steps == list(range(len(d["tokens"]) - 4, len(d["tokens"]))) and d["left_out"]["positions"] == len(d["tokens"]) - 1
+sys.exit(0 if ok else "steps at %r of %d tokens" % (steps, len(d["tokens"])))
+PY
+
 # ---- in a browser ----
 # browser REPORT NAME: Chromium's DOM of the page into $tmp/NAME.dom and a
 # screenshot into $tmp/NAME.png; its console into $tmp/NAME.log.
