@@ -69,7 +69,8 @@ typedef struct {
     pthread_cond_t progress;   /* connections wait for their job's output on it */
     pthread_cond_t idle;       /* the last connection's end is signalled on it */
     Job *queue_head, *queue_tail;
-    int queued;
+    int queued;                /* jobs in the queue */
+    int active;                /* jobs in slots */
     int connections;
     unsigned long long requests; /* jobs taken so far: ids, seeds, slot ages */
     atomic_bool stopping;
@@ -123,6 +124,7 @@ static void finish(Server *s, Slot *slot, StopReason stop) {
     post(s, job, &b);
     job->done = true;
     slot->job = NULL;
+    s->active--;
     pthread_mutex_unlock(&s->lock);
     buf_free(&b);
 }
@@ -160,6 +162,7 @@ static void interrupt(Server *s, Slot *slot, bool client_left) {
         pthread_mutex_lock(&s->lock);
         job->done = true;
         slot->job = NULL;
+        s->active--;
         pthread_cond_broadcast(&s->progress);
         pthread_mutex_unlock(&s->lock);
         return;
@@ -205,6 +208,7 @@ static void start(Server *s, Slot *slot, Job *job) {
     job->cached = sequence_start(q, job->prompt.ids, (int)job->prompt.n);
     slot->job = job;
     slot->last_used = n;
+    s->active++;
     if (r->stream) {
         Buf b = {0};
         api_stream_start(&b, &job->reply);
@@ -441,7 +445,7 @@ static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, Error
 /* Queues a job; false when the queue is full or the server stopping. */
 static bool submit(Server *s, Job *job) {
     pthread_mutex_lock(&s->lock);
-    bool ok = !atomic_load(&s->stopping) && s->queued < s->opt->queue;
+    bool ok = !atomic_load(&s->stopping) && s->active + s->queued < s->n_slots + s->opt->queue;
     if (ok) {
         if (s->queue_tail) s->queue_tail->next = job;
         else s->queue_head = job;
