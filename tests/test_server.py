@@ -53,6 +53,15 @@ class Server:
         with open(self.log, encoding="utf-8", errors="replace") as f:
             return f.read()
 
+    def wait_log(self, pattern, seconds=5):
+        """The first match of regex pattern in the log, waiting for it to be written."""
+        deadline = time.time() + seconds
+        while True:
+            m = re.search(pattern, self.text())
+            if m or time.time() > deadline:
+                return m
+            time.sleep(0.02)
+
     def request(self, method, path, body=None, headers=None, timeout=60):
         """(status, headers, body bytes) of one request on a fresh connection."""
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -180,7 +189,7 @@ check(status == 200 and body["choices"][0]["message"]["content"] == replies[1], 
 check(body["usage"]["prompt_tokens"] == len(turn_ids[1]) and
       body["usage"]["prompt_tokens_details"]["cached_tokens"] == want_cached,
       f"chat turn 2: {want_cached} prompt tokens from the cache (usage: {body['usage']})")
-check(f"prompt={len(turn_ids[1])} cached={want_cached} generated={n_chat}" in server.text(),
+check(server.wait_log(f"prompt={len(turn_ids[1])} cached={want_cached} generated={n_chat}"),
       "chat turn 2: the log line shows the cached tokens")
 status, body = chat(server, [{"role": "user", "content": [{"type": "text", "text": "h"}, {"type": "text", "text": "i"}]}],
                     max_tokens=n_chat)
@@ -372,7 +381,7 @@ while time.time() - t0 < 10:
         break
     time.sleep(0.02)
 check(st == 200, "a disconnect mid-stream frees the slot")
-m = re.search(r"POST /v1/completions 499 prompt=\d+ cached=\d+ generated=(\d+)", server.text())
+m = server.wait_log(r"POST /v1/completions 499 prompt=\d+ cached=\d+ generated=(\d+)")
 check(m is not None and int(m.group(1)) < 100000, "the disconnected stream stopped (logged 499)")
 s, got = open_stream(100000)
 code = server.stop()
