@@ -23,6 +23,10 @@
 #include "api.h"
 #include "http.h"
 
+/* Refused connections being closed at once, at most; each is given a
+ * second to take its 503 (see linger_close). */
+enum { MAX_CLOSING = 64 };
+
 /* Tokens of a new prompt fed per step while other slots are decoding, so
  * that their streams keep flowing. */
 enum { PREFILL_CHUNK = 64 };
@@ -74,6 +78,9 @@ typedef struct {
     int connections;
     unsigned long long requests; /* jobs taken so far: ids, seeds, slot ages */
     atomic_bool stopping;
+    int closing[MAX_CLOSING];  /* refused connections, shut for writing, read until they close */
+    double closing_until[MAX_CLOSING];
+    int n_closing;
     pthread_mutex_t text_lock; /* the tokenizer's encoder and the template are not thread-safe */
 } Server;
 
@@ -897,8 +904,32 @@ static void accept_one(Server *s, int listen_fd) {
     }
     c->send_timeout = 0;  /* the accepting thread must not wait for a client */
     respond_error(c, 503, "too many open connections; retry later", "Retry-After: 1\r\n", false);
-    close(fd);
     free(c);
+    /* Closing now, with the request unread, would reset the connection
+     * before the client reads the 503: the accept loop reads it away first. */
+    shutdown(fd, SHUT_WR);
+    if (s->n_closing == MAX_CLOSING) {
+        close(fd);
+        return;
+    }
+    s->closing[s->n_closing] = fd;
+    s->closing_until[s->n_closing++] = now_seconds() + 1;
+}
+
+/* Reads and drops what refused connections still send; closes each at its
+ * end or after its second. */
+static void drain_closing(Server *s, const struct pollfd *p) {
+    double now = now_seconds();
+    for (int i = s->n_closing - 1; i >= 0; i--) {
+        char scratch[4096];
+        bool end = now >= s->closing_until[i];
+        if (!end && p[i].revents) end = recv(s->closing[i], scratch, sizeof scratch, MSG_DONTWAIT) <= 0;
+        if (!end) continue;
+        close(s->closing[i]);
+        s->n_closing--;
+        s->closing[i] = s->closing[s->n_closing];
+        s->closing_until[i] = s->closing_until[s->n_closing];
+    }
 }
 
 int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const ServerOptions *o, Error *e) {
@@ -924,12 +955,18 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
             strchr(o->host, ':') ? "]" : "", port, o->parallel, m->max_context);
 
     /* Accepts until a signal comes down the pipe. */
+    struct pollfd p[MAX_CLOSING + 2];
     for (;;) {
-        struct pollfd p[2] = {{.fd = listen_fd, .events = POLLIN}, {.fd = wake_pipe[0], .events = POLLIN}};
-        if (poll(p, 2, -1) < 0 && errno != EINTR) break;
+        p[0] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
+        p[1] = (struct pollfd){.fd = wake_pipe[0], .events = POLLIN};
+        for (int i = 0; i < s.n_closing; i++) p[i + 2] = (struct pollfd){.fd = s.closing[i], .events = POLLIN};
+        int n = poll(p, (nfds_t)s.n_closing + 2, s.n_closing ? 100 : -1);
+        if (n < 0 && errno != EINTR) break;
         if (p[1].revents) break;
-        if (p[0].revents & POLLIN) accept_one(&s, listen_fd);
+        drain_closing(&s, p + 2);
+        if (n > 0 && (p[0].revents & POLLIN)) accept_one(&s, listen_fd);
     }
+    for (int i = 0; i < s.n_closing; i++) close(s.closing[i]);
     fprintf(stderr, "stopping: ending the replies under way\n");
     close(listen_fd);
     pthread_mutex_lock(&s.lock);

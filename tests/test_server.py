@@ -341,7 +341,7 @@ log = server.text()
 check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
 
 # ---- a second server: the API key, a full queue, disconnects, SIGTERM mid-stream ----
-server = Server("small", "-c", "256", "--parallel", "1", "--queue", "0", "--api-key", "s3cret")
+server = Server("small", "-c", "256", "--parallel", "1", "--queue", "0", "--api-key", "s3cret", "--max-connections", "3")
 key = {"Authorization": "Bearer s3cret"}
 st, _, data = server.request("POST", "/v1/chat/completions", good)
 check(st == 401 and json_error(b"\r\n\r\n" + data), "--api-key: no key, 401")
@@ -350,6 +350,17 @@ check(st == 401, "--api-key: a wrong key, 401")
 st, _, _ = server.request("GET", "/v1/models", None, {"Authorization": "Bearer s3cret!"})
 check(st == 401, "--api-key: a longer key, 401")
 check(server.request("GET", "/health")[0] == 200, "--api-key: /health needs none")
+time.sleep(0.5)  # the connections of the requests above end
+idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
+time.sleep(0.3)
+r = server.raw(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+check(status_of(r) == 503 and json_error(r), f"--max-connections 3: a fourth connection gets 503 (got {r[:200]!r})")
+for sock in idle:
+    sock.close()
+t0 = time.time()
+while time.time() - t0 < 5 and status_of(server.raw(b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")) != 200:
+    time.sleep(0.05)
+check(time.time() - t0 < 5, "closed connections make room again")
 st, _, _ = server.request("POST", "/v1/chat/completions", good, key)
 check(st == 200, "--api-key: the right key, 200")
 
