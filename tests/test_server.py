@@ -6,6 +6,7 @@ scripts/make_golden.py with the numpy reference), sampling against `run gen`
 with the same seed, and every limit and error status against raw sockets.
 Prints "tests/test_server.sh: N passed, N failed" last. python3 standard
 library only."""
+import atexit
 import http.client
 import json
 import os
@@ -38,6 +39,7 @@ class Server:
         self.log = os.path.join(TMP, name + ".log")
         self.proc = subprocess.Popen([RUN, "serve", MODEL, "--port", "0", *flags],
                                      stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        atexit.register(self.proc.kill)  # no server outlives a test that fails halfway
         deadline = time.time() + 60
         while time.time() < deadline:
             m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.text())
