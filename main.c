@@ -27,6 +27,7 @@
 #include "report.h"
 #include "safetensors.h"
 #include "sampler.h"
+#include "server.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -1433,6 +1434,95 @@ static int cmd_template(Args *a) {
     return 0;
 }
 
+/* ---- serve ---- */
+
+/* The name a checkpoint path gives the model: its folder's last part. */
+static char *model_name(const char *path) {
+    char *name = xstrdup(path);
+    size_t n = strlen(name);
+    while (n > 1 && name[n - 1] == '/') name[--n] = '\0';
+    if (ends_with(name, ".safetensors")) {
+        char *slash = strrchr(name, '/');
+        if (slash) *slash = '\0';
+        else strcpy(name, ".");
+    }
+    char *slash = strrchr(name, '/');
+    memmove(name, slash ? slash + 1 : name, strlen(slash ? slash + 1 : name) + 1);
+    return name;
+}
+
+static int cmd_serve(Args *a) {
+    const char *path = NULL;
+    ModelOptions opt = {0};
+    GenerationFlags flags = no_generation_flags;
+    ServerOptions so = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 16, .max_connections = 64,
+                        .max_body = 1 << 20, .timeout = 10};
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
+            printf("usage: run serve MODEL [flags]\n\n"
+                   "Serves the model over HTTP with an OpenAI-style API: POST /v1/chat/completions\n"
+                   "(the checkpoint's chat template, as chat uses it), POST /v1/completions,\n"
+                   "GET /v1/models, GET /health, POST /tokenize and POST /detokenize. Requests\n"
+                   "run at once in --parallel slots, batched into one forward pass per step; a\n"
+                   "slot keeps its KV cache, and a request whose prompt starts like a slot's last\n"
+                   "one computes only the rest. One line per request is logged on standard\n"
+                   "error. SIGINT or SIGTERM stops it: the replies under way end, exit status 0.\n\n"
+                   "flags:\n"
+                   "  --host ADDR          the address to listen on (default 127.0.0.1: this\n"
+                   "                       machine only; 0.0.0.0 for every interface)\n"
+                   "  --port N             the port (default 8080; 0: any free port)\n"
+                   "  --parallel N         slots: requests generated at once, each with a KV\n"
+                   "                       cache of -c positions (default 4)\n"
+                   "  --queue N            requests that may wait for a slot; more get 503\n"
+                   "                       (default 16)\n"
+                   "  --max-connections N  open connections at most; more get 503 (default 64)\n"
+                   "  --api-key KEY        require 'Authorization: Bearer KEY' (not on /health)\n"
+                   "  --max-body N         bytes of a request body at most (default 1048576)\n"
+                   "  --timeout S          seconds a request's headers, then its body, may take\n"
+                   "                       to arrive before the connection is dropped (default 10)\n"
+                   "The generation flags are the defaults of requests that do not set them:\n");
+            printf(generation_flags_help, "-1");
+            printf("%s", model_flags_help);
+            return 0;
+        }
+        if (model_flag(a, &opt) || generation_flag(a, &flags)) continue;
+        if (is_flag(a, "--host")) so.host = flag_value(a);
+        else if (is_flag(a, "--port")) so.port = (int)parse_long(a, "--port", flag_value(a), 0, 65535);
+        else if (is_flag(a, "--parallel|-np")) so.parallel = (int)parse_long(a, "--parallel", flag_value(a), 1, 256);
+        else if (is_flag(a, "--queue")) so.queue = (int)parse_long(a, "--queue", flag_value(a), 0, 1 << 20);
+        else if (is_flag(a, "--max-connections")) so.max_connections = (int)parse_long(a, "--max-connections", flag_value(a), 1, 1 << 16);
+        else if (is_flag(a, "--api-key")) so.api_key = flag_value(a);
+        else if (is_flag(a, "--max-body")) so.max_body = (size_t)parse_long(a, "--max-body", flag_value(a), 1, 1 << 30);
+        else if (is_flag(a, "--timeout")) {
+            so.timeout = parse_double(a, "--timeout", flag_value(a));
+            if (so.timeout < 0.01 || so.timeout > 86400) usage_error(a, "--timeout: expected seconds in [0.01, 86400]");
+        } else if (!operand_or_end(a)) continue;
+        else if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
+        else path = a->argv[a->i];
+    }
+    if (!path) usage_error(a, "MODEL is missing");
+    if (flags.verbose) usage_error(a, "-v is not available with serve");
+    check_generation_flags(a, &flags);
+    Model m;
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
+    so.defaults = generation_settings(path, &m.config, &flags, -1);
+    so.seed_given = flags.seed >= 0;
+    if (so.api_key && so.api_key[0] == '\0') die("--api-key: the key is empty");
+    Error e;
+    ChatTemplate template;
+    bool has_template = chat_template_load(&template, path, &e) == 0;
+    if (!has_template) warn("%s; /v1/chat/completions answers 400", e.msg);
+    char *name = model_name(path);
+    so.model_name = name;
+    int rc = server_run(&m, tokenizer, has_template ? &template : NULL, &so, &e);
+    if (has_template) chat_template_free(&template);
+    free(name);
+    model_free(&m);
+    tokenizer_free(tokenizer);
+    if (rc != 0) die("%s", e.msg);
+    return 0;
+}
+
 /* ---- subcommands ---- */
 
 typedef struct {
@@ -1450,6 +1540,7 @@ static const Command commands[] = {
     {"chat", cmd_chat, "chat with an instruction-tuned model"},
     {"ppl", cmd_ppl, "the perplexity of a text file (sliding windows)"},
     {"template", cmd_template, "print the text a chat template makes of a conversation"},
+    {"serve", cmd_serve, "serve the model over HTTP (an OpenAI-style API)"},
     {"bench", cmd_bench, "time prefill and decoding (tokens per second)"},
     {NULL, NULL, NULL},
 };

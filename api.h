@@ -1,0 +1,107 @@
+/* api.h - the JSON of the OpenAI-style API that `run serve` speaks.
+ *
+ * Requests: the body of POST /v1/chat/completions or /v1/completions,
+ * untrusted, checked field by field and turned into generation settings on
+ * top of the server's defaults; a bad field is an error message (the
+ * server's 400). Responses: the objects and server-sent-event chunks that
+ * the OpenAI API reference describes, written into a growable buffer. */
+#ifndef API_H
+#define API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "generate.h"
+#include "json.h"
+#include "util.h"
+
+/* ---- writing JSON ---- */
+
+typedef struct {
+    char *data;                /* NUL-terminated */
+    size_t len, cap;
+} Buf;
+
+void buf_add(Buf *b, const char *s, size_t n);
+void buf_puts(Buf *b, const char *s);
+void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s[0..n) as a JSON string literal; ill-formed UTF-8 becomes U+FFFD. */
+void buf_json_string(Buf *b, const char *s, size_t n);
+/* A float as JSON: finite, with enough digits to read back the same float. */
+void buf_json_float(Buf *b, double x);
+void buf_free(Buf *b);
+
+/* {"error":{"message":...,"type":...,"code":...}} for an HTTP status. */
+void api_error(Buf *b, int status, const char *message);
+
+/* ---- requests ---- */
+
+typedef enum { API_CHAT, API_COMPLETION } ApiKind;
+
+typedef struct {
+    ApiKind kind;
+    JsonDoc doc;               /* the parsed body, which the fields below point into */
+    JsonValue messages;        /* chat: [{"role", "content"}] with every content a string */
+    const JsonValue *template_kwargs; /* chat: "chat_template_kwargs" (an object) or NULL */
+    const char *prompt;        /* completion: the prompt text */
+    size_t prompt_len;
+    GenerationConfig generation; /* the defaults with the request's settings on top */
+    bool seed_given;
+    const char *stops[MAX_STOP_STRINGS];
+    int n_stops;
+    int logprobs;              /* -1: none; else this many top tokens with each */
+    bool stream, include_usage;
+    JsonValue *items;          /* memory of `messages` */
+    JsonMember *fields;
+    char **joined;             /* contents joined from text parts, [n_joined] */
+    int n_joined;
+} ApiRequest;
+
+/* Reads a request body of kind `kind`. On a bad body returns -1 with the
+ * message for the client in e (e.g. "'temperature' must be a number"),
+ * and nothing to free. */
+int api_parse_request(ApiRequest *r, ApiKind kind, const char *body, size_t len, const GenerationConfig *defaults,
+                      Error *e);
+void api_request_free(ApiRequest *r);
+
+/* ---- responses ---- */
+
+/* What the server says of one reply. */
+typedef struct {
+    ApiKind kind;
+    const char *id;            /* "chatcmpl-..." or "cmpl-..." */
+    const char *model;
+    long long created;         /* Unix time */
+} ApiReply;
+
+typedef struct {
+    int prompt_tokens, cached_tokens, completion_tokens;
+} ApiUsage;
+
+/* The finish_reason of a stop: "stop" or "length". */
+const char *api_finish_reason(StopReason stop);
+
+/* The log-probabilities of a reply's tokens, as the API shows them: a
+ * chat's logprobs.content items, or a completion's parallel lists. */
+typedef struct {
+    int n;                     /* tokens added */
+    Buf content;               /* chat: the items, comma-separated */
+    Buf tokens, values, top;   /* completion: tokens, token_logprobs, top_logprobs items */
+} ApiLogprobs;
+
+/* Adds one step's token (the token texts are the tokenizer's bytes for the ids). */
+void api_logprobs_add(ApiLogprobs *l, ApiKind kind, const Tokenizer *t, const Step *step);
+void api_logprobs_free(ApiLogprobs *l);
+
+/* The whole non-streamed response; logprobs NULL for none. */
+void api_response(Buf *b, const ApiReply *r, const char *text, size_t len, const ApiLogprobs *logprobs,
+                  StopReason stop, const ApiUsage *u);
+
+/* Server-sent events: "data: {chunk}\n\n". The first chunk of a chat says
+ * the role; each step's text (with its logprobs, or NULL) follows; the last
+ * chunk has the finish_reason, then the usage when asked, then [DONE]. */
+void api_stream_start(Buf *b, const ApiReply *r);
+void api_stream_text(Buf *b, const ApiReply *r, const char *text, size_t len, const ApiLogprobs *logprobs);
+void api_stream_end(Buf *b, const ApiReply *r, StopReason stop, const ApiUsage *usage);
+
+#endif

@@ -1,0 +1,990 @@
+/* server.c - sockets, connections, the request handlers, and the engine
+ * that batches every slot's work into one forward pass per step. */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "http.h"
+
+/* Refused connections being closed at once, at most; each is given a
+ * second to take its 503 (see linger_close). */
+enum { MAX_CLOSING = 64 };
+
+/* Tokens of a new prompt fed per step while other slots are decoding, so
+ * that their streams keep flowing. */
+enum { PREFILL_CHUNK = 64 };
+
+/* ---- the shared state ---- */
+
+typedef struct Job Job;
+
+/* One completion request, from the connection that made it to the engine
+ * and back. The engine owns the fields above `out`; the fields from `out`
+ * on are shared, under the server's lock. */
+struct Job {
+    ApiRequest request;
+    TokenIds prompt;
+    ApiReply reply;
+    char id[48];
+    int cached;                /* prompt tokens found in the slot's cache */
+    int steps;                 /* tokens sampled (an end token too) */
+    StopReason stop;
+    Buf text;                  /* not streamed: the reply's text so far */
+    ApiLogprobs logprobs;      /* not streamed: its tokens' log-probabilities */
+    Buf out;                   /* bytes for the connection to send */
+    bool done;                 /* the engine is finished with it: out is all there is */
+    bool cancelled;            /* the client went away: the engine drops it */
+    bool refused;              /* the server stopped before it got a slot */
+    Job *next;                 /* in the queue */
+};
+
+typedef struct {
+    Sequence seq;
+    Job *job;                  /* the request it is generating, or NULL when free */
+    unsigned long long last_used; /* when it last took a request, to pick the least recently used */
+} Slot;
+
+typedef struct {
+    Model *model;
+    Tokenizer *tokenizer;
+    const ChatTemplate *template;
+    const ServerOptions *opt;
+    Slot *slots;
+    int n_slots;
+    pthread_mutex_t lock;      /* everything below, and the jobs' shared fields */
+    pthread_cond_t work;       /* the engine waits for jobs on it */
+    pthread_cond_t progress;   /* connections wait for their job's output on it */
+    pthread_cond_t idle;       /* the last connection's end is signalled on it */
+    Job *queue_head, *queue_tail;
+    int queued;                /* jobs in the queue */
+    int active;                /* jobs in slots */
+    int connections;
+    unsigned long long requests; /* jobs taken so far: ids, seeds, slot ages */
+    atomic_bool stopping;
+    int closing[MAX_CLOSING];  /* refused connections, shut for writing, read until they close */
+    double closing_until[MAX_CLOSING];
+    int n_closing;
+    pthread_mutex_t text_lock; /* the tokenizer's encoder and the template are not thread-safe */
+} Server;
+
+/* ---- signals ---- */
+
+static int wake_pipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+    (void)sig;
+    char byte = 1;
+    ssize_t rc = write(wake_pipe[1], &byte, 1);
+    (void)rc;
+}
+
+static void catch_signals(void) {
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* ---- the engine ---- */
+
+/* Appends bytes for the job's connection and wakes it (the lock held). */
+static void post(Server *s, Job *job, const Buf *b) {
+    if (b->len) buf_add(&job->out, b->data, b->len);
+    pthread_cond_broadcast(&s->progress);
+}
+
+static ApiUsage usage_of(const Job *job) {
+    return (ApiUsage){.prompt_tokens = (int)job->prompt.n, .cached_tokens = job->cached, .completion_tokens = job->steps};
+}
+
+/* The end of a reply: its last bytes (the whole response when not
+ * streamed), and the slot freed. */
+static void finish(Server *s, Slot *slot, StopReason stop) {
+    Job *job = slot->job;
+    job->stop = stop;
+    ApiUsage usage = usage_of(job);
+    Buf b = {0};
+    if (job->request.stream)
+        api_stream_end(&b, &job->reply, stop, job->request.include_usage ? &usage : NULL);
+    else
+        api_response(&b, &job->reply, job->text.data ? job->text.data : "", job->text.len,
+                     job->request.logprobs >= 0 ? &job->logprobs : NULL, stop, &usage);
+    pthread_mutex_lock(&s->lock);
+    post(s, job, &b);
+    job->done = true;
+    slot->job = NULL;
+    s->active--;
+    pthread_mutex_unlock(&s->lock);
+    buf_free(&b);
+}
+
+/* Takes one step's result into the job: text, logprobs, and the end. */
+static void take_step(Server *s, Slot *slot, const Step *step) {
+    Job *job = slot->job;
+    job->steps++;
+    bool logprobs = job->request.logprobs >= 0 && step->stop != STOP_EOS;
+    if (job->request.stream) {
+        ApiLogprobs one = {0};
+        if (logprobs) api_logprobs_add(&one, job->request.kind, s->tokenizer, step);
+        Buf b = {0};
+        if (step->len || logprobs) api_stream_text(&b, &job->reply, step->text, step->len, logprobs ? &one : NULL);
+        pthread_mutex_lock(&s->lock);
+        post(s, job, &b);
+        pthread_mutex_unlock(&s->lock);
+        buf_free(&b);
+        api_logprobs_free(&one);
+    } else {
+        buf_add(&job->text, step->text, step->len);
+        if (logprobs) api_logprobs_add(&job->logprobs, job->request.kind, s->tokenizer, step);
+        pthread_mutex_lock(&s->lock);
+        post(s, job, &(Buf){0});
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (step->stop != STOP_NONE) finish(s, slot, step->stop);
+}
+
+/* Ends a reply the engine did not finish: the client left (nothing more
+ * to say), or the server is stopping (the text held back, then the end). */
+static void interrupt(Server *s, Slot *slot, bool client_left) {
+    Job *job = slot->job;
+    if (client_left) {
+        pthread_mutex_lock(&s->lock);
+        job->done = true;
+        slot->job = NULL;
+        s->active--;
+        pthread_cond_broadcast(&s->progress);
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    size_t len;
+    const char *rest = sequence_flush(&slot->seq, &len);
+    if (job->request.stream) {
+        Buf b = {0};
+        if (len) api_stream_text(&b, &job->reply, rest, len, NULL);
+        pthread_mutex_lock(&s->lock);
+        post(s, job, &b);
+        pthread_mutex_unlock(&s->lock);
+        buf_free(&b);
+    } else {
+        buf_add(&job->text, rest, len);
+    }
+    finish(s, slot, STOP_INTERRUPTED);
+}
+
+/* How many of the slot's cached tokens the prompt begins with. */
+static int common_prefix(const Slot *slot, const TokenIds *prompt) {
+    const Sequence *q = &slot->seq;
+    int n = 0;
+    while (n < q->n_cached && (size_t)n < prompt->n && q->tokens.ids[n] == prompt->ids[n]) n++;
+    return n;
+}
+
+/* Puts a job in a slot: its settings, its prompt (the cached start kept). */
+static void start(Server *s, Slot *slot, Job *job) {
+    Sequence *q = &slot->seq;
+    ApiRequest *r = &job->request;
+    GenerationConfig *g = &r->generation;
+    unsigned long long n = ++s->requests;
+    if (!r->seed_given && !s->opt->seed_given) g->sampling.seed = mix64(g->sampling.seed ^ n);
+    Error e;
+    Sampler *sampler = sampler_new(&g->sampling, s->model->config.vocab_size, &e);
+    if (!sampler) die("%s", e.msg);  /* api.c checked the settings */
+    sampler_free(q->sampler);
+    q->sampler = sampler;
+    q->config = *g;
+    q->logprobs = r->logprobs;
+    sequence_set_stops(q, r->stops, r->n_stops);
+    job->cached = sequence_start(q, job->prompt.ids, (int)job->prompt.n);
+    slot->job = job;
+    slot->last_used = n;
+    s->active++;
+    if (r->stream) {
+        Buf b = {0};
+        api_stream_start(&b, &job->reply);
+        post(s, job, &b);
+        buf_free(&b);
+    }
+}
+
+/* Gives queued jobs the free slots: each the one whose cache its prompt
+ * shares the longest start with, else the least recently used. */
+static void admit(Server *s) {
+    while (s->queue_head) {
+        Job *job = s->queue_head;
+        Slot *best = NULL;
+        int best_prefix = -1;
+        for (int i = 0; i < s->n_slots; i++) {
+            Slot *slot = &s->slots[i];
+            if (slot->job) continue;
+            int prefix = common_prefix(slot, &job->prompt);
+            if (prefix > best_prefix || (prefix == best_prefix && slot->last_used < best->last_used))
+                best = slot, best_prefix = prefix;
+        }
+        if (!best) return;
+        s->queue_head = job->next;
+        if (!s->queue_head) s->queue_tail = NULL;
+        s->queued--;
+        if (job->cancelled) {
+            /* Its client left while it waited. */
+            job->done = true;
+            pthread_cond_broadcast(&s->progress);
+            continue;
+        }
+        start(s, best, job);
+    }
+}
+
+static bool any_active(const Server *s) {
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job) return true;
+    return false;
+}
+
+/* One forward pass: the pending token of every decoding slot, and a chunk
+ * of each prompt being fed; then a step for each slot whose tokens are
+ * all in. */
+static void engine_step(Server *s, Chunk *chunks, Slot **owners) {
+    int budget = s->model->state.max_tokens, n = 0, decoding = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        Sequence *q = &s->slots[i].seq;
+        if (s->slots[i].job && sequence_pending(q) > 0 && q->n_cached >= q->reply_start) decoding++;
+    }
+    /* Decoding slots first (one token each), then prompts in what is left. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < s->n_slots && budget > 0; i++) {
+            Slot *slot = &s->slots[i];
+            Sequence *q = &slot->seq;
+            int pending = slot->job ? sequence_pending(q) : 0;
+            bool is_decoding = q->n_cached >= q->reply_start;
+            if (pending == 0 || is_decoding != (pass == 0)) continue;
+            int take = pending < budget ? pending : budget;
+            if (decoding && take > PREFILL_CHUNK) take = PREFILL_CHUNK;
+            chunks[n] = (Chunk){.cache = &q->cache, .tokens = q->tokens.ids + q->n_cached, .n_tokens = take, .pos = q->n_cached};
+            owners[n++] = slot;
+            budget -= take;
+        }
+    if (n == 0) return;
+    float *logits = forward_batch(s->model, chunks, n);
+    int vocab = s->model->config.vocab_size;
+    for (int i = 0; i < n; i++) {
+        Sequence *q = &owners[i]->seq;
+        sequence_fed(q, chunks[i].n_tokens);
+        if (sequence_pending(q) > 0) continue;
+        Step step = sequence_step(q, logits + (size_t)i * vocab);
+        take_step(s, owners[i], &step);
+    }
+}
+
+static void *engine_main(void *arg) {
+    Server *s = arg;
+    Chunk *chunks = xmalloc((size_t)s->n_slots * sizeof *chunks);
+    Slot **owners = xmalloc((size_t)s->n_slots * sizeof *owners);
+    bool *cancelled = xmalloc((size_t)s->n_slots * sizeof *cancelled);
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        while (!atomic_load(&s->stopping) && !any_active(s) && !s->queue_head) pthread_cond_wait(&s->work, &s->lock);
+        bool stopping = atomic_load(&s->stopping);
+        for (int i = 0; i < s->n_slots; i++) cancelled[i] = s->slots[i].job && s->slots[i].job->cancelled;
+        pthread_mutex_unlock(&s->lock);
+        /* Replies whose client left end here; when stopping, all of them. */
+        for (int i = 0; i < s->n_slots; i++)
+            if (s->slots[i].job && (cancelled[i] || stopping)) interrupt(s, &s->slots[i], cancelled[i]);
+        pthread_mutex_lock(&s->lock);
+        if (stopping) {
+            /* The waiting requests are refused. */
+            for (Job *job = s->queue_head; job; job = job->next) job->refused = job->done = true;
+            s->queue_head = s->queue_tail = NULL;
+            s->queued = 0;
+            pthread_cond_broadcast(&s->progress);
+            pthread_mutex_unlock(&s->lock);
+            break;
+        }
+        admit(s);
+        pthread_mutex_unlock(&s->lock);
+        engine_step(s, chunks, owners);
+    }
+    free(chunks);
+    free(owners);
+    free(cancelled);
+    return NULL;
+}
+
+/* ---- connections: reading ---- */
+
+typedef struct {
+    Server *s;
+    int fd;
+    char *in;                  /* bytes received and not yet read: [HTTP_MAX_HEAD] */
+    size_t n_in;
+    double send_timeout;       /* seconds a send may wait for room */
+    char peer[64];
+} Conn;
+
+enum { RECEIVED = 1, CLOSED = 0, TIMED_OUT = -1, STOPPED = -2 };
+
+/* Waits for more bytes (into c->in) until `deadline`. An idle connection
+ * (between requests) also ends when the server stops. */
+static int receive(Conn *c, double deadline, bool idle) {
+    for (;;) {
+        if (idle && atomic_load(&c->s->stopping)) return STOPPED;
+        double left = deadline - now_seconds();
+        if (left <= 0) return TIMED_OUT;
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int rc = poll(&p, 1, left > 0.1 ? 100 : (int)(left * 1000) + 1);
+        if (rc < 0 && errno != EINTR) return CLOSED;
+        if (rc <= 0) continue;
+        if (c->n_in == HTTP_MAX_HEAD) return RECEIVED;  /* full: the parser says 431 */
+        ssize_t got = recv(c->fd, c->in + c->n_in, HTTP_MAX_HEAD - c->n_in, 0);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (got <= 0) return CLOSED;
+        c->n_in += (size_t)got;
+        return RECEIVED;
+    }
+}
+
+/* Drops the first n received bytes. */
+static void consume(Conn *c, size_t n) {
+    memmove(c->in, c->in + n, c->n_in - n);
+    c->n_in -= n;
+}
+
+/* ---- connections: writing ---- */
+
+/* Sends all of data (waiting for room at most timeout seconds at a time);
+ * -1 when the client is gone. */
+static int send_all(Conn *c, const char *data, size_t len) {
+    while (len > 0) {
+        ssize_t sent = send(c->fd, data, len, MSG_NOSIGNAL);
+        if (sent < 0 && errno == EINTR) continue;
+        if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+            if (poll(&p, 1, (int)(c->send_timeout * 1000)) <= 0) return -1;
+            continue;
+        }
+        if (sent <= 0) return -1;
+        data += sent;
+        len -= (size_t)sent;
+    }
+    return 0;
+}
+
+/* A whole response with a JSON body; `extra` holds more header lines. */
+static int respond(Conn *c, int status, const char *extra, const Buf *body, bool keep_alive) {
+    Buf b = {0};
+    buf_printf(&b, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: %s\r\n%s\r\n",
+               status, http_reason(status), body->len, keep_alive ? "keep-alive" : "close", extra ? extra : "");
+    buf_add(&b, body->data ? body->data : "", body->len);
+    int rc = send_all(c, b.data, b.len);
+    buf_free(&b);
+    return rc;
+}
+
+static int respond_error(Conn *c, int status, const char *message, const char *extra, bool keep_alive) {
+    Buf body = {0};
+    api_error(&body, status, message);
+    int rc = respond(c, status, extra, &body, keep_alive);
+    buf_free(&body);
+    return rc;
+}
+
+/* Whether the client closed its end (a read would see the end of the stream). */
+static bool client_left(const Conn *c) {
+    char byte;
+    ssize_t rc = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return rc == 0 || (rc < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* ---- the request handlers ---- */
+
+/* What a handler did, for the log line. */
+typedef struct {
+    int status;
+    int prompt_tokens, cached_tokens, generated_tokens;
+    bool close;                /* the connection must close after it */
+} Outcome;
+
+static void log_request(const Conn *c, const HttpRequest *r, const Outcome *o, double start) {
+    fprintf(stderr, "%s %s %s %d prompt=%d cached=%d generated=%d %.1fms\n", c->peer, r->method, r->path, o->status,
+            o->prompt_tokens, o->cached_tokens, o->generated_tokens, (now_seconds() - start) * 1e3);
+}
+
+/* The request's tokens: a chat's rendered messages, or a completion's prompt. */
+static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, Error *e) {
+    int rc = 0;
+    pthread_mutex_lock(&s->text_lock);
+    if (r->kind == API_COMPLETION) {
+        tokenizer_encode(s->tokenizer, r->prompt, r->prompt_len, ENCODE_PROMPT, ids);
+    } else if (!s->template) {
+        rc = fail(e, "the model has no chat template: use /v1/completions");
+    } else {
+        size_t len;
+        char *text = chat_template_render(s->template, &r->messages, true, r->template_kwargs, &len, e);
+        if (text) tokenizer_encode(s->tokenizer, text, len, ENCODE_ADDED_TOKENS, ids);
+        else rc = -1;
+        free(text);
+    }
+    pthread_mutex_unlock(&s->text_lock);
+    int capacity = s->model->max_context;
+    if (rc == 0 && ids->n == 0) rc = fail(e, "the prompt is empty");
+    if (rc == 0 && (int)ids->n >= capacity)
+        rc = fail(e, "the prompt is %zu tokens, longer than the context of %d leaves room for", ids->n, capacity - 1);
+    return rc;
+}
+
+/* Queues a job; false when the queue is full or the server stopping. */
+static bool submit(Server *s, Job *job) {
+    pthread_mutex_lock(&s->lock);
+    bool ok = !atomic_load(&s->stopping) && s->active + s->queued < s->n_slots + s->opt->queue;
+    if (ok) {
+        if (s->queue_tail) s->queue_tail->next = job;
+        else s->queue_head = job;
+        s->queue_tail = job;
+        s->queued++;
+        pthread_cond_signal(&s->work);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+/* Sends what the engine has written for the job until it is done; a client
+ * that goes away cancels it. Streams are sent as they come (in chunks of
+ * the chunked encoding for HTTP/1.1); a whole response at the end. */
+static void relay(Conn *c, Job *job, bool chunked, Outcome *o) {
+    Server *s = c->s;
+    bool gone = false;
+    Buf pending = {0};
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        if (job->out.len && job->request.stream && !gone) {
+            Buf out = job->out;
+            job->out = pending;
+            pthread_mutex_unlock(&s->lock);
+            Buf frame = {0};
+            if (chunked) buf_printf(&frame, "%zx\r\n", out.len);
+            buf_add(&frame, out.data, out.len);
+            if (chunked) buf_add(&frame, "\r\n", 2);
+            gone = send_all(c, frame.data, frame.len) != 0;
+            buf_free(&frame);
+            out.len = 0;
+            pending = out;
+            pthread_mutex_lock(&s->lock);
+            continue;
+        }
+        if (job->done) break;
+        if (!gone && client_left(c)) gone = true;
+        if (gone && !job->cancelled) {
+            job->cancelled = true;
+            pthread_cond_signal(&s->work);
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&s->progress, &s->lock, &until);
+    }
+    pthread_mutex_unlock(&s->lock);
+    buf_free(&pending);
+    o->cached_tokens = job->cached;
+    o->generated_tokens = job->steps;
+    if (gone || job->cancelled) {
+        o->status = 499;  /* the client closed the connection (nginx's code, for the log) */
+        o->close = true;
+    } else if (job->refused) {
+        o->status = 503;
+        respond_error(c, 503, "the server is shutting down", "Retry-After: 1\r\n", false);
+        o->close = true;
+    } else if (job->request.stream) {
+        if (chunked && send_all(c, "0\r\n\r\n", 5) != 0) o->close = true;
+        if (!chunked) o->close = true;
+    } else if (respond(c, 200, NULL, &job->out, !o->close) != 0) {
+        o->close = true;
+    }
+}
+
+static void handle_completion(Conn *c, const HttpRequest *http, const char *body, size_t len, ApiKind kind, Outcome *o) {
+    Server *s = c->s;
+    Job *job = xcalloc(1, sizeof *job);
+    Error e;
+    if (api_parse_request(&job->request, kind, body, len, &s->opt->defaults, &e) != 0) {
+        o->status = 400;
+        respond_error(c, 400, e.msg, NULL, !o->close);
+        free(job);
+        return;
+    }
+    if (tokenize_request(s, &job->request, &job->prompt, &e) != 0) {
+        o->status = 400;
+        respond_error(c, 400, e.msg, NULL, !o->close);
+    } else {
+        o->prompt_tokens = (int)job->prompt.n;
+        static atomic_ullong counter;
+        snprintf(job->id, sizeof job->id, "%s-%llx%06llx", kind == API_CHAT ? "chatcmpl" : "cmpl",
+                 (unsigned long long)time(NULL), atomic_fetch_add(&counter, 1) & 0xffffff);
+        job->reply = (ApiReply){.kind = kind, .id = job->id, .model = s->opt->model_name, .created = (long long)time(NULL)};
+        if (!submit(s, job)) {
+            o->status = 503;
+            respond_error(c, 503, "the server is busy: every slot and the queue are taken; retry later", "Retry-After: 1\r\n",
+                          !o->close);
+        } else {
+            bool chunked = http->minor_version == 1;
+            o->status = 200;
+            if (job->request.stream) {
+                const char *head = chunked ? "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                                             "Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
+                                           : "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                                             "Connection: close\r\n\r\n";
+                if (send_all(c, head, strlen(head)) != 0) o->close = true;
+            }
+            relay(c, job, chunked, o);
+        }
+    }
+    token_ids_free(&job->prompt);
+    api_request_free(&job->request);
+    buf_free(&job->text);
+    buf_free(&job->out);
+    api_logprobs_free(&job->logprobs);
+    free(job);
+}
+
+/* POST /tokenize {"content": text, "add_special": false, "with_pieces": false}. */
+static void handle_tokenize(Conn *c, const char *body, size_t len, Outcome *o) {
+    Server *s = c->s;
+    JsonDoc doc;
+    Error e;
+    Buf out = {0};
+    if (json_parse(&doc, body, len, &e) != 0) {
+        o->status = 400;
+        respond_error(c, 400, "the body is not JSON", NULL, !o->close);
+        return;
+    }
+    const JsonValue *content = json_get(&doc.root, "content"), *special = json_get(&doc.root, "add_special"),
+                    *pieces = json_get(&doc.root, "with_pieces");
+    if (!content || content->type != JSON_STRING || (special && special->type != JSON_BOOL) ||
+        (pieces && pieces->type != JSON_BOOL)) {
+        o->status = 400;
+        respond_error(c, 400, "expected {\"content\": string, \"add_special\": boolean, \"with_pieces\": boolean}", NULL,
+                      !o->close);
+        json_free(&doc);
+        return;
+    }
+    TokenIds ids = {0};
+    pthread_mutex_lock(&s->text_lock);
+    tokenizer_encode(s->tokenizer, content->string, content->len,
+                     special && special->boolean ? ENCODE_PROMPT : ENCODE_ADDED_TOKENS, &ids);
+    pthread_mutex_unlock(&s->text_lock);
+    buf_puts(&out, "{\"tokens\":[");
+    for (size_t i = 0; i < ids.n; i++) {
+        if (i) buf_puts(&out, ",");
+        if (pieces && pieces->boolean) {
+            size_t n;
+            const char *piece = tokenizer_token(s->tokenizer, ids.ids[i], &n);
+            buf_printf(&out, "{\"id\":%d,\"piece\":", ids.ids[i]);
+            buf_json_string(&out, piece ? piece : "", piece ? n : 0);
+            buf_puts(&out, "}");
+        } else {
+            buf_printf(&out, "%d", ids.ids[i]);
+        }
+    }
+    buf_puts(&out, "]}");
+    o->status = 200;
+    respond(c, 200, NULL, &out, !o->close);
+    token_ids_free(&ids);
+    buf_free(&out);
+    json_free(&doc);
+}
+
+/* POST /detokenize {"tokens": [ids]}. */
+static void handle_detokenize(Conn *c, const char *body, size_t len, Outcome *o) {
+    Server *s = c->s;
+    JsonDoc doc;
+    Error e;
+    if (json_parse(&doc, body, len, &e) != 0) {
+        o->status = 400;
+        respond_error(c, 400, "the body is not JSON", NULL, !o->close);
+        return;
+    }
+    const JsonValue *tokens = json_get(&doc.root, "tokens");
+    int vocab = tokenizer_vocab_size(s->tokenizer);
+    bool ok = tokens && tokens->type == JSON_ARRAY;
+    int *ids = xmalloc((ok ? tokens->len : 0) * sizeof *ids + 1);
+    for (size_t i = 0; ok && i < tokens->len; i++) {
+        const JsonValue *v = &tokens->items[i];
+        ok = v->type == JSON_NUMBER && v->number.is_integer && v->number.integer >= 0 && v->number.integer < vocab;
+        if (ok) ids[i] = (int)v->number.integer;
+    }
+    if (!ok) {
+        o->status = 400;
+        char message[128];
+        snprintf(message, sizeof message, "expected {\"tokens\": [ids]} with ids in [0, %d)", vocab);
+        respond_error(c, 400, message, NULL, !o->close);
+    } else {
+        size_t n;
+        char *text = tokenizer_decode(s->tokenizer, ids, tokens->len, &n);
+        Buf out = {0};
+        buf_puts(&out, "{\"content\":");
+        buf_json_string(&out, text, n);
+        buf_puts(&out, "}");
+        o->status = 200;
+        respond(c, 200, NULL, &out, !o->close);
+        buf_free(&out);
+        free(text);
+    }
+    free(ids);
+    json_free(&doc);
+}
+
+static void handle_models(Conn *c, Outcome *o) {
+    Buf out = {0};
+    buf_puts(&out, "{\"object\":\"list\",\"data\":[{\"id\":");
+    buf_json_string(&out, c->s->opt->model_name, strlen(c->s->opt->model_name));
+    buf_printf(&out, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"run\"}]}", (long long)time(NULL));
+    o->status = 200;
+    respond(c, 200, NULL, &out, !o->close);
+    buf_free(&out);
+}
+
+/* Compares the Authorization header with "Bearer KEY" in time that does
+ * not depend on where they differ. */
+static bool authorized(const Server *s, const HttpRequest *r) {
+    const char *key = s->opt->api_key;
+    if (!key) return true;
+    if (r->authorization_too_long || strncmp(r->authorization, "Bearer ", 7) != 0) return false;
+    const char *given = r->authorization + 7;
+    size_t n_given = strlen(given), n_key = strlen(key);
+    unsigned diff = n_given != n_key;
+    for (size_t i = 0; i < n_key; i++) diff |= (unsigned char)key[i] ^ (unsigned char)given[i < n_given ? i : 0];
+    return diff == 0;
+}
+
+/* Routes one request to its handler. */
+static void dispatch(Conn *c, const HttpRequest *r, const char *body, size_t len, Outcome *o) {
+    static const struct {
+        const char *path, *method;
+    } routes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/tokenize", "POST"},
+                  {"/detokenize", "POST"},           {"/v1/models", "GET"},      {"/health", "GET"}};
+    int route = -1;
+    for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
+        if (strcmp(r->path, routes[i].path) == 0) route = i;
+    if (route < 0) {
+        o->status = 404;
+        respond_error(c, 404, "no such endpoint", NULL, !o->close);
+        return;
+    }
+    if (strcmp(r->method, routes[route].method) != 0) {
+        char allow[64];
+        snprintf(allow, sizeof allow, "Allow: %s\r\n", routes[route].method);
+        o->status = 405;
+        respond_error(c, 405, "method not allowed", allow, !o->close);
+        return;
+    }
+    if (route != 5 && !authorized(c->s, r)) {
+        o->status = 401;
+        respond_error(c, 401, "a valid API key is needed: 'Authorization: Bearer KEY'", "WWW-Authenticate: Bearer\r\n",
+                      !o->close);
+        return;
+    }
+    switch (route) {
+    case 0: handle_completion(c, r, body, len, API_CHAT, o); break;
+    case 1: handle_completion(c, r, body, len, API_COMPLETION, o); break;
+    case 2: handle_tokenize(c, body, len, o); break;
+    case 3: handle_detokenize(c, body, len, o); break;
+    case 4: handle_models(c, o); break;
+    default: {
+        Buf ok = {0};
+        buf_puts(&ok, "{\"status\":\"ok\"}");
+        o->status = 200;
+        respond(c, 200, NULL, &ok, !o->close);
+        buf_free(&ok);
+    }
+    }
+}
+
+/* ---- connections: one request after another ---- */
+
+/* Reads a body of Content-Length bytes, or a chunked one, into *body.
+ * Returns 0, or the status of the error (408 for a body that does not come
+ * in time, 400 for a bad one, 413 for one too large). */
+static int read_body(Conn *c, const HttpRequest *r, char **body, size_t *len) {
+    const ServerOptions *opt = c->s->opt;
+    double deadline = now_seconds() + opt->timeout;
+    if (!r->chunked) {
+        size_t want = r->content_length > 0 ? (size_t)r->content_length : 0;
+        *body = xmalloc(want + 1);
+        *len = 0;
+        while (*len < want) {
+            if (c->n_in == 0) {
+                int got = receive(c, deadline, false);
+                if (got == TIMED_OUT) return 408;
+                if (got != RECEIVED) return 400;
+            }
+            size_t take = want - *len < c->n_in ? want - *len : c->n_in;
+            memcpy(*body + *len, c->in, take);
+            *len += take;
+            consume(c, take);
+        }
+        (*body)[*len] = '\0';
+        return 0;
+    }
+    *body = xmalloc(opt->max_body + 1);
+    *len = 0;
+    HttpChunked chunked = {0};
+    for (;;) {
+        size_t used;
+        int rc = http_chunked_feed(&chunked, c->in, c->n_in, *body, len, opt->max_body, &used);
+        consume(c, used);
+        if (rc != HTTP_NEED_MORE) {
+            (*body)[*len] = '\0';
+            return rc;
+        }
+        int got = receive(c, deadline, false);
+        if (got == TIMED_OUT) return 408;
+        if (got != RECEIVED) return 400;
+    }
+}
+
+/* Reads and answers one request; false when the connection is to close. */
+static bool serve_one(Conn *c) {
+    const ServerOptions *opt = c->s->opt;
+    HttpRequest *r = xmalloc(sizeof *r);
+    double start = now_seconds(), deadline = start + opt->timeout;
+    int status;
+    while ((status = http_parse_head(r, c->in, c->n_in)) == HTTP_NEED_MORE) {
+        int got = receive(c, deadline, c->n_in == 0);
+        if (got == RECEIVED) continue;
+        /* A request that does not come in time is dropped (slowloris). */
+        if (got == TIMED_OUT && c->n_in > 0) respond_error(c, 408, "the request did not arrive in time", NULL, false);
+        free(r);
+        return false;
+    }
+    start = now_seconds();
+    Outcome o = {.status = status, .close = true};
+    char *body = NULL;
+    size_t len = 0;
+    if (status != 0) {
+        respond_error(c, status, status == 431 ? "the request line and headers exceed 16 KiB" : "malformed request", NULL,
+                      false);
+        strcpy(r->method, "-");
+        strcpy(r->path, "-");
+    } else {
+        consume(c, r->head_len);
+        o.close = !r->keep_alive;
+        bool has_body = r->chunked || r->content_length > 0;
+        if (strcmp(r->method, "POST") == 0 && !r->chunked && r->content_length < 0) {
+            o.status = 411, o.close = true;
+            respond_error(c, 411, "a request body needs Content-Length or chunked encoding", NULL, false);
+        } else if (r->content_length > (long long)opt->max_body) {
+            o.status = 413, o.close = true;
+            respond_error(c, 413, "the request body is too large (see --max-body)", NULL, false);
+        } else {
+            if (has_body && r->expect_continue && c->n_in == 0) send_all(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+            int rc = read_body(c, r, &body, &len);
+            if (rc != 0) {
+                o.status = rc, o.close = true;
+                respond_error(c, rc, rc == 408 ? "the request body did not arrive in time" : rc == 413 ?
+                              "the request body is too large (see --max-body)" : "malformed chunked body", NULL, false);
+            } else {
+                dispatch(c, r, body, len, &o);
+            }
+        }
+    }
+    log_request(c, r, &o, start);
+    free(body);
+    free(r);
+    return !o.close;
+}
+
+/* Closes the connection after its last response: first our side, then
+ * what the client still sends (a body we refused) is read and dropped for
+ * a moment, so that the close does not reset the connection before the
+ * client has read the response. */
+static void linger_close(Conn *c) {
+    shutdown(c->fd, SHUT_WR);
+    double deadline = now_seconds() + 1;
+    char scratch[4096];
+    for (size_t total = 0; total < ((size_t)8 << 20);) {
+        double left = deadline - now_seconds();
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)(left * 1000) + 1) <= 0) break;
+        ssize_t got = recv(c->fd, scratch, sizeof scratch, 0);
+        if (got <= 0 && !(got < 0 && (errno == EINTR || errno == EAGAIN))) break;
+        if (got > 0) total += (size_t)got;
+    }
+    close(c->fd);
+}
+
+static void *connection_main(void *arg) {
+    Conn *c = arg;
+    Server *s = c->s;
+    c->in = xmalloc(HTTP_MAX_HEAD);
+    while (serve_one(c)) {}
+    linger_close(c);
+    free(c->in);
+    free(c);
+    pthread_mutex_lock(&s->lock);
+    if (--s->connections == 0) pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* ---- listening ---- */
+
+static int listen_on(const ServerOptions *o, int *port, Error *e) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *list;
+    char service[16];
+    snprintf(service, sizeof service, "%d", o->port);
+    int rc = getaddrinfo(o->host, service, &hints, &list);
+    if (rc != 0) return fail(e, "--host %s: %s", o->host, gai_strerror(rc));
+    int fd = socket(list->ai_family, SOCK_STREAM, 0), one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, list->ai_addr, list->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        freeaddrinfo(list);
+        return fail(e, "cannot listen on %s port %d: %s", o->host, o->port, strerror(err));
+    }
+    freeaddrinfo(list);
+    struct sockaddr_storage addr;
+    socklen_t addr_len = sizeof addr;
+    getsockname(fd, (struct sockaddr *)&addr, &addr_len);
+    *port = ntohs(addr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&addr)->sin6_port : ((struct sockaddr_in *)&addr)->sin_port);
+    return fd;
+}
+
+/* Takes a new connection: its own thread, or a 503 when there are too many. */
+static void accept_one(Server *s, int listen_fd) {
+    struct sockaddr_storage addr;
+    socklen_t addr_len = sizeof addr;
+    int fd = accept(listen_fd, (struct sockaddr *)&addr, &addr_len);
+    if (fd < 0) return;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    Conn *c = xcalloc(1, sizeof *c);
+    *c = (Conn){.s = s, .fd = fd, .send_timeout = s->opt->timeout};
+    char host[48] = "?";
+    if (addr.ss_family == AF_INET) inet_ntop(AF_INET, &((struct sockaddr_in *)&addr)->sin_addr, host, sizeof host);
+    else if (addr.ss_family == AF_INET6) inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&addr)->sin6_addr, host, sizeof host);
+    snprintf(c->peer, sizeof c->peer, "%s", host);
+    pthread_mutex_lock(&s->lock);
+    bool room = s->connections < s->opt->max_connections;
+    if (room) s->connections++;
+    pthread_mutex_unlock(&s->lock);
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 << 10);
+    if (room && pthread_create(&thread, &attr, connection_main, c) == 0) {
+        pthread_attr_destroy(&attr);
+        return;
+    }
+    pthread_attr_destroy(&attr);
+    if (room) {
+        pthread_mutex_lock(&s->lock);
+        s->connections--;
+        pthread_mutex_unlock(&s->lock);
+    }
+    c->send_timeout = 0;  /* the accepting thread must not wait for a client */
+    respond_error(c, 503, "too many open connections; retry later", "Retry-After: 1\r\n", false);
+    free(c);
+    /* Closing now, with the request unread, would reset the connection
+     * before the client reads the 503: the accept loop reads it away first. */
+    shutdown(fd, SHUT_WR);
+    if (s->n_closing == MAX_CLOSING) {
+        close(fd);
+        return;
+    }
+    s->closing[s->n_closing] = fd;
+    s->closing_until[s->n_closing++] = now_seconds() + 1;
+}
+
+/* Reads and drops what refused connections still send; closes each at its
+ * end or after its second. */
+static void drain_closing(Server *s, const struct pollfd *p) {
+    double now = now_seconds();
+    for (int i = s->n_closing - 1; i >= 0; i--) {
+        char scratch[4096];
+        bool end = now >= s->closing_until[i];
+        if (!end && p[i].revents) end = recv(s->closing[i], scratch, sizeof scratch, MSG_DONTWAIT) <= 0;
+        if (!end) continue;
+        close(s->closing[i]);
+        s->n_closing--;
+        s->closing[i] = s->closing[s->n_closing];
+        s->closing_until[i] = s->closing_until[s->n_closing];
+    }
+}
+
+int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const ServerOptions *o, Error *e) {
+    int port = 0, listen_fd = listen_on(o, &port, e);
+    if (listen_fd < 0) return -1;
+    if (pipe(wake_pipe) != 0) {
+        close(listen_fd);
+        return fail(e, "pipe: %s", strerror(errno));
+    }
+    catch_signals();
+    Server s = {.model = m, .tokenizer = t, .template = template, .opt = o, .n_slots = o->parallel};
+    pthread_mutex_init(&s.lock, NULL);
+    pthread_mutex_init(&s.text_lock, NULL);
+    pthread_cond_init(&s.work, NULL);
+    pthread_cond_init(&s.progress, NULL);
+    pthread_cond_init(&s.idle, NULL);
+    atomic_init(&s.stopping, false);
+    s.slots = xcalloc((size_t)o->parallel, sizeof *s.slots);
+    for (int i = 0; i < o->parallel; i++) sequence_init(&s.slots[i].seq, m, t, &o->defaults, m->max_context);
+    pthread_t engine;
+    if (pthread_create(&engine, NULL, engine_main, &s) != 0) die("cannot start the engine thread");
+    fprintf(stderr, "listening on http://%s%s%s:%d (%d slots of %d tokens)\n", strchr(o->host, ':') ? "[" : "", o->host,
+            strchr(o->host, ':') ? "]" : "", port, o->parallel, m->max_context);
+
+    /* Accepts until a signal comes down the pipe. */
+    struct pollfd p[MAX_CLOSING + 2];
+    for (;;) {
+        p[0] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
+        p[1] = (struct pollfd){.fd = wake_pipe[0], .events = POLLIN};
+        for (int i = 0; i < s.n_closing; i++) p[i + 2] = (struct pollfd){.fd = s.closing[i], .events = POLLIN};
+        int n = poll(p, (nfds_t)s.n_closing + 2, s.n_closing ? 100 : -1);
+        if (n < 0 && errno != EINTR) break;
+        if (p[1].revents) break;
+        drain_closing(&s, p + 2);
+        if (n > 0 && (p[0].revents & POLLIN)) accept_one(&s, listen_fd);
+    }
+    for (int i = 0; i < s.n_closing; i++) close(s.closing[i]);
+    fprintf(stderr, "stopping: ending the replies under way\n");
+    close(listen_fd);
+    pthread_mutex_lock(&s.lock);
+    atomic_store(&s.stopping, true);
+    pthread_cond_broadcast(&s.work);
+    pthread_mutex_unlock(&s.lock);
+    pthread_join(engine, NULL);
+    pthread_mutex_lock(&s.lock);
+    while (s.connections > 0) pthread_cond_wait(&s.idle, &s.lock);
+    pthread_mutex_unlock(&s.lock);
+    for (int i = 0; i < o->parallel; i++) sequence_free(&s.slots[i].seq);
+    free(s.slots);
+    pthread_mutex_destroy(&s.lock);
+    pthread_mutex_destroy(&s.text_lock);
+    pthread_cond_destroy(&s.work);
+    pthread_cond_destroy(&s.progress);
+    pthread_cond_destroy(&s.idle);
+    close(wake_pipe[0]);
+    close(wake_pipe[1]);
+    return 0;
+}

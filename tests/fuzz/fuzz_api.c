@@ -1,0 +1,53 @@
+/* fuzz_api.c - libFuzzer target: a request body, as a chat completion and
+ * as a completion, turned into generation settings. A body that is
+ * accepted must give settings the sampler accepts, a length limit of at
+ * least 1 (or none), at most MAX_STOP_STRINGS non-empty stop strings, and
+ * messages whose roles and contents are strings; a refused one must say
+ * why and leave nothing to free. */
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../../api.h"
+
+static void walk(const ApiRequest *r) {
+    Error e;
+    assert(sampler_check_config(&r->generation.sampling, &e) == 0);
+    assert(r->generation.max_new == -1 || r->generation.max_new >= 1);
+    assert(r->n_stops >= 0 && r->n_stops <= MAX_STOP_STRINGS);
+    for (int i = 0; i < r->n_stops; i++) assert(strlen(r->stops[i]) > 0);
+    assert(r->logprobs >= -1 && r->logprobs <= MAX_TOP_LOGPROBS);
+    if (r->kind == API_COMPLETION) {
+        assert(r->prompt != NULL);
+        return;
+    }
+    assert(r->messages.type == JSON_ARRAY && r->messages.len > 0);
+    for (size_t i = 0; i < r->messages.len; i++) {
+        const JsonValue *role = json_get(&r->messages.items[i], "role"), *content = json_get(&r->messages.items[i], "content");
+        assert(role && role->type == JSON_STRING && content && content->type == JSON_STRING);
+        assert(strlen(content->string) == content->len || memchr(content->string, 0, content->len));
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    GenerationConfig defaults = {.sampling = {.temperature = 0, .top_k = 50, .top_p = 1, .min_p = 0, .repeat_penalty = 1},
+                                 .max_new = -1};
+    for (int kind = API_CHAT; kind <= API_COMPLETION; kind++) {
+        ApiRequest r;
+        Error e = {{0}};
+        if (api_parse_request(&r, (ApiKind)kind, (const char *)data, size, &defaults, &e) != 0) {
+            assert(e.msg[0] != '\0' && r.doc.arena == NULL && r.items == NULL);
+            continue;
+        }
+        walk(&r);
+        /* The response writers take whatever text the reply holds. */
+        Buf b = {0};
+        ApiReply reply = {.kind = (ApiKind)kind, .id = "x", .model = "m", .created = 0};
+        ApiUsage usage = {0};
+        api_response(&b, &reply, (const char *)data, size, NULL, STOP_LENGTH, &usage);
+        api_stream_text(&b, &reply, (const char *)data, size, NULL);
+        buf_free(&b);
+        api_request_free(&r);
+    }
+    return 0;
+}

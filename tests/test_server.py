@@ -1,0 +1,416 @@
+"""tests/test_server.py RUN MODEL GOLDEN TMP - `run serve` end to end.
+
+Started by tests/test_server.sh. Checks the replies against the reference's
+greedy continuations and log-probabilities (GOLDEN, made by
+scripts/make_golden.py with the numpy reference), sampling against `run gen`
+with the same seed, and every limit and error status against raw sockets.
+Prints "tests/test_server.sh: N passed, N failed" last. python3 standard
+library only."""
+import atexit
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+RUN, MODEL, GOLDEN, TMP = sys.argv[1:5]
+golden = json.load(open(GOLDEN, encoding="utf-8"))
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL", what, flush=True)
+
+
+class Server:
+    """A `run serve` process on a free port, its stderr in a file."""
+
+    def __init__(self, name, *flags):
+        self.log = os.path.join(TMP, name + ".log")
+        self.proc = subprocess.Popen([RUN, "serve", MODEL, "--port", "0", *flags],
+                                     stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        atexit.register(self.proc.kill)  # no server outlives a test that fails halfway
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.text())
+            if m:
+                self.port = int(m.group(1))
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise SystemExit("the server did not start: " + self.text())
+
+    def text(self):
+        with open(self.log, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def wait_log(self, pattern, seconds=5):
+        """The first match of regex pattern in the log, waiting for it to be written."""
+        deadline = time.time() + seconds
+        while True:
+            m = re.search(pattern, self.text())
+            if m or time.time() > deadline:
+                return m
+            time.sleep(0.02)
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        """(status, headers, body bytes) of one request on a fresh connection."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        h = {"Content-Type": "application/json", **(headers or {})}
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        out = (r.status, dict(r.getheaders()), r.read())
+        c.close()
+        return out
+
+    def post(self, path, body, headers=None):
+        status, h, data = self.request("POST", path, body, headers)
+        return status, json.loads(data) if data.startswith(b"{") else data
+
+    def raw(self, data, wait=5.0, then_close=True):
+        """Sends bytes on a raw socket; returns everything read until the
+        server closes (or `wait` seconds)."""
+        s = socket.create_connection(("127.0.0.1", self.port))
+        s.settimeout(wait)
+        if data:
+            s.sendall(data)
+        got = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except socket.timeout:
+            pass
+        if then_close:
+            s.close()
+        return got
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return None
+
+
+def status_of(raw):
+    m = re.match(rb"HTTP/1\.1 (\d+) ", raw)
+    return int(m.group(1)) if m else None
+
+
+def json_error(raw):
+    """The error object of a raw response, or None."""
+    body = raw.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in raw else b""
+    try:
+        e = json.loads(body)["error"]
+        return e if {"message", "type", "code"} <= set(e) else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def events(data):
+    """The JSON chunks of a server-sent event stream, and whether it ended with [DONE]."""
+    chunks, done = [], False
+    for line in data.decode().split("\n"):
+        if line.startswith("data: "):
+            if line == "data: [DONE]":
+                done = True
+            else:
+                chunks.append(json.loads(line[6:]))
+    return chunks, done
+
+
+def chat(server, messages, **fields):
+    return server.post("/v1/chat/completions", {"messages": messages, **fields})
+
+
+def streamed_text(chunks):
+    out = ""
+    for c in chunks:
+        for ch in c["choices"]:
+            out += ch.get("delta", {}).get("content") or ch.get("text") or ""
+    return out
+
+
+# The reference's conversation and continuations.
+conversation = golden["chat"]["conversation"]
+first_turn = conversation[:1]
+replies = golden["chat"]["stdout"].split("\n")[:2]
+n_chat = golden["chat_tokens"]
+n_gen = golden["gen_tokens"]
+turn_ids = golden["chat"]["turn_ids"]
+
+server = Server("main", "-c", "256", "--parallel", "4", "--queue", "16", "--timeout", "1", "--seed", "1")
+
+# ---- the plain endpoints ----
+status, _, body = server.request("GET", "/health")
+check(status == 200 and json.loads(body) == {"status": "ok"}, "GET /health")
+status, _, body = server.request("GET", "/v1/models")
+check(status == 200 and json.loads(body)["data"][0]["id"] == "model", "GET /v1/models names the model")
+prompt0 = golden["gen"][0]
+status, body = server.post("/tokenize", {"content": prompt0["prompt"]})
+check(status == 200 and body["tokens"] == prompt0["prompt_ids"], "POST /tokenize: the reference's ids")
+status, body = server.post("/detokenize", {"tokens": golden["chat"]["reply_ids"][0]})
+check(status == 200 and body["content"] == replies[0], "POST /detokenize: the reference's text")
+
+# ---- chat: the reference's replies, whole and streamed; the cache ----
+status, body = chat(server, first_turn, max_tokens=n_chat)
+check(status == 200 and body["choices"][0]["message"]["content"] == replies[0],
+      f"chat turn 1: the reference's reply (got {body})")
+check(body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-") and body["model"] == "model"
+      and body["choices"][0]["finish_reason"] == "length" and body["usage"]["prompt_tokens"] == len(turn_ids[0])
+      and body["usage"]["completion_tokens"] == n_chat, f"chat turn 1: the response's fields ({body})")
+status, _, data = server.request("POST", "/v1/chat/completions",
+                                 {"messages": first_turn, "max_tokens": n_chat, "stream": True,
+                                  "stream_options": {"include_usage": True}})
+chunks, done = events(data)
+check(status == 200 and done and streamed_text(chunks) == replies[0], "chat turn 1 streamed: the same text, then [DONE]")
+check(chunks[0]["choices"][0]["delta"].get("role") == "assistant" and chunks[-1]["choices"] == []
+      and chunks[-1]["usage"]["completion_tokens"] == n_chat
+      and chunks[-2]["choices"][0]["finish_reason"] == "length", "chat streamed: role first, finish_reason, usage last")
+# The follow-up turn starts with turn 1 and its reply: the slot that ran it
+# has all of that but the reply's last token (fed only by the next step).
+status, body = chat(server, conversation, max_tokens=n_chat)
+want_cached = len(turn_ids[0]) + n_chat - 1
+check(status == 200 and body["choices"][0]["message"]["content"] == replies[1], "chat turn 2: the reference's reply")
+check(body["usage"]["prompt_tokens"] == len(turn_ids[1]) and
+      body["usage"]["prompt_tokens_details"]["cached_tokens"] == want_cached,
+      f"chat turn 2: {want_cached} prompt tokens from the cache (usage: {body['usage']})")
+check(server.wait_log(f"prompt={len(turn_ids[1])} cached={want_cached} generated={n_chat}"),
+      "chat turn 2: the log line shows the cached tokens")
+status, body = chat(server, [{"role": "user", "content": [{"type": "text", "text": "h"}, {"type": "text", "text": "i"}]}],
+                    max_tokens=n_chat)
+check(status == 200 and body["choices"][0]["message"]["content"] == replies[0], "chat: content as text parts")
+
+# ---- completions: the reference's continuations, its log-probabilities ----
+for i, g in enumerate(golden["gen"]):
+    status, body = server.post("/v1/completions", {"prompt": g["prompt"], "max_tokens": n_gen})
+    check(status == 200 and body["choices"][0]["text"] == g["stdout"][:-1], f"completion {i}: the reference's continuation")
+status, body = server.post("/v1/completions", {"prompt": prompt0["prompt"], "max_tokens": 2, "logprobs": 5})
+lp = body["choices"][0]["logprobs"]
+want = [t["logprob"] for t in prompt0["top_logprobs"]]
+got = sorted(lp["top_logprobs"][0].values(), reverse=True)
+check(len(got) == 5 and all(abs(a - b) < 1e-4 for a, b in zip(got, want)),
+      f"completion logprobs: the reference's top 5 (got {got}, want {want})")
+check(abs(lp["token_logprobs"][0] - want[0]) < 1e-4, "completion logprobs: the chosen token's")
+status, body = chat(server, first_turn, max_tokens=3, logprobs=True, top_logprobs=20)
+items = body["choices"][0]["logprobs"]["content"]
+check(len(items) == 3 and all(len(it["top_logprobs"]) == 20 for it in items), "chat logprobs: 20 top tokens a step")
+check(all(it["logprob"] == it["top_logprobs"][0]["logprob"] and bytes(it["bytes"]).decode("utf-8", "replace") is not None
+          for it in items), "chat logprobs: greedy picks the most probable")
+check(b"".join(bytes(it["bytes"]) for it in items).decode() ==
+      server.post("/detokenize", {"tokens": golden["chat"]["reply_ids"][0][:3]})[1]["content"],
+      "chat logprobs: the tokens' bytes make the reply")
+
+# ---- stop strings ----
+text0 = prompt0["stdout"][:-1]
+stop = "⛵"
+for stream in (False, True):
+    status, _, data = server.request("POST", "/v1/completions",
+                                     {"prompt": prompt0["prompt"], "max_tokens": n_gen, "stop": [stop, "zzz"],
+                                      "stream": stream})
+    if stream:
+        chunks, done = events(data)
+        text, finish = streamed_text(chunks), chunks[-1]["choices"][0]["finish_reason"]
+    else:
+        body = json.loads(data)
+        text, finish = body["choices"][0]["text"], body["choices"][0]["finish_reason"]
+    check(text == text0[:text0.index(stop)] and finish == "stop",
+          f"stop string ({'streamed' if stream else 'whole'}): the text before it, finish_reason stop (got {text!r})")
+
+# ---- sampling: the same tokens as `run gen` with the same seed ----
+gen = subprocess.run([RUN, "gen", MODEL, "Hello", "-n", "12", "--temp", "0.9", "--top-k", "40", "--seed", "7"],
+                     capture_output=True, text=True)
+status, body = server.post("/v1/completions", {"prompt": "Hello", "max_tokens": 12, "temperature": 0.9, "top_k": 40,
+                                               "seed": 7})
+check(status == 200 and body["choices"][0]["text"] == gen.stdout[:-1], "sampling with a seed: gen's text")
+
+# ---- concurrency: each of several requests at once gets its solo result ----
+results = {}
+
+
+def run_completion(i, g):
+    results[i] = server.post("/v1/completions", {"prompt": g["prompt"], "max_tokens": n_gen})
+
+
+threads = [threading.Thread(target=run_completion, args=(i, golden["gen"][i % len(golden["gen"])])) for i in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check(all(results[i][0] == 200 and results[i][1]["choices"][0]["text"] == golden["gen"][i % 5]["stdout"][:-1]
+          for i in range(8)), "8 requests at once on 4 slots: each the reference's continuation")
+
+# ---- a bounded load: every request answered exactly once ----
+answers, lock = [], threading.Lock()
+
+
+def client(k):
+    for j in range(200 // 16 + (k < 200 % 16)):
+        if (k + j) % 2:
+            status, body = chat(server, [{"role": "user", "content": f"question {k} {j}"}], max_tokens=2)
+        else:
+            status, body = server.post("/v1/completions", {"prompt": f"text {k} {j}", "max_tokens": 2})
+        with lock:
+            answers.append((status, body["id"] if status == 200 else None))
+
+
+threads = [threading.Thread(target=client, args=(k,)) for k in range(16)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check(len(answers) == 200 and all(s == 200 for s, _ in answers) and len({i for _, i in answers}) == 200,
+      f"200 requests from 16 threads: 200 answers, all 200, distinct ids ({sorted(set(s for s, _ in answers))})")
+
+# ---- bad requests: a JSON error with the right status ----
+def bad(body, path="/v1/chat/completions", status=400, what=""):
+    st, h, data = server.request("POST", path, body)
+    e = json.loads(data).get("error", {}) if data.startswith(b"{") else {}
+    check(st == status and {"message", "type", "code"} <= set(e), f"{what or body}: status {st}, expected {status}")
+
+
+good = {"messages": first_turn, "max_tokens": 2}
+bad(b"{not json", what="malformed JSON")
+bad(b"[1, 2]", what="not an object")
+bad({**good, "temperature": "hot"}, what="a string temperature")
+bad({**good, "max_tokens": 1.5}, what="a fractional max_tokens")
+bad({"messages": [{"role": "wizard", "content": "hi"}]}, what="an unknown role")
+bad({"messages": "hi"}, what="messages not a list")
+bad({"messages": [{"role": "user", "content": 5}]}, what="a number as content")
+bad({**good, "n": 2}, what="n = 2")
+bad({**good, "max_tokens": 0}, what="max_tokens = 0")
+bad({**good, "top_logprobs": 3}, what="top_logprobs without logprobs")
+bad({**good, "logprobs": True, "top_logprobs": 21}, what="top_logprobs = 21")
+bad({**good, "stop": ["a", "b", "c", "d", "e"]}, what="five stop strings")
+bad({**good, "top_p": 1.5}, what="top_p = 1.5")
+bad({"prompt": "hello " * 400, "max_tokens": 1}, path="/v1/completions", what="a prompt longer than the context")
+bad({"prompt": 5}, path="/v1/completions", what="a number as prompt")
+bad({"tokens": [-1]}, path="/detokenize", what="a negative token id")
+st, h, data = server.request("POST", "/v2/nothing", {})
+check(st == 404 and json_error(b"\r\n\r\n" + data), "an unknown path: 404")
+st, h, data = server.request("GET", "/v1/chat/completions")
+check(st == 405 and h.get("Allow") == "POST" and json_error(b"\r\n\r\n" + data), "GET on a POST endpoint: 405 with Allow")
+
+# ---- hostile HTTP ----
+head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+body = json.dumps(good).encode()
+r = server.raw(head + b"X-Big: " + b"a" * 17000 + b"\r\n\r\n")
+check(status_of(r) == 431 and json_error(r), "headers over 16 KiB: 431")
+r = server.raw(head + b"\r\n" + body)
+check(status_of(r) == 411 and json_error(r), "a POST without Content-Length: 411")
+r = server.raw(head + b"Content-Length: 2000000\r\n\r\n")
+check(status_of(r) == 413 and json_error(r), "a body over 1 MiB: 413")
+r = server.raw(head + b"Content-Length: 2000000\r\n\r\n" + b" " * 2000000)
+check(status_of(r) == 413, "a body over 1 MiB sent anyway: 413")
+r = server.raw(head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+check(status_of(r) == 200 and b'"chat.completion"' in r, "a chunked body: 200")
+r = server.raw(head + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n")
+check(status_of(r) == 400 and json_error(r), "a malformed chunked body: 400")
+r = server.raw(head + b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n")
+check(status_of(r) == 400, "both Content-Length and chunked: 400")
+r = server.raw(b"GARBAGE\r\n\r\n")
+check(status_of(r) == 400 and json_error(r), "a malformed request line: 400")
+r = server.raw(b"GET /health HTTP/2.0\r\n\r\n")
+check(status_of(r) == 505, "HTTP/2.0 on this parser: 505")
+t0 = time.time()
+r = server.raw(b"GET /health HTTP/1.1\r\nHost: x\r\n", wait=10)
+check(time.time() - t0 < 5 and (r == b"" or status_of(r) == 408), "slowloris (headers never end): dropped after --timeout")
+t0 = time.time()
+r = server.raw(head + b"Content-Length: 100\r\n\r\n{\"messages\"", wait=10)
+check(time.time() - t0 < 5 and status_of(r) == 408 and json_error(r), "a lying Content-Length: 408 after --timeout")
+r = server.raw(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+check(r.count(b"HTTP/1.1 200 OK") == 2, "two pipelined requests on one connection: two answers")
+check(server.request("GET", "/health")[0] == 200, "the server still answers")
+code = server.stop()
+check(code == 0, f"SIGTERM: exit status 0 (got {code})")
+log = server.text()
+check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
+
+# ---- a second server: the API key, a full queue, disconnects, SIGTERM mid-stream ----
+server = Server("small", "-c", "256", "--parallel", "1", "--queue", "0", "--api-key", "s3cret", "--max-connections", "3")
+key = {"Authorization": "Bearer s3cret"}
+st, _, data = server.request("POST", "/v1/chat/completions", good)
+check(st == 401 and json_error(b"\r\n\r\n" + data), "--api-key: no key, 401")
+st, _, _ = server.request("POST", "/v1/chat/completions", good, {"Authorization": "Bearer s3cre"})
+check(st == 401, "--api-key: a wrong key, 401")
+st, _, _ = server.request("GET", "/v1/models", None, {"Authorization": "Bearer s3cret!"})
+check(st == 401, "--api-key: a longer key, 401")
+check(server.request("GET", "/health")[0] == 200, "--api-key: /health needs none")
+time.sleep(0.5)  # the connections of the requests above end
+idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
+time.sleep(0.3)
+r = server.raw(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+check(status_of(r) == 503 and json_error(r), f"--max-connections 3: a fourth connection gets 503 (got {r[:200]!r})")
+for sock in idle:
+    sock.close()
+t0 = time.time()
+while time.time() - t0 < 5 and status_of(server.raw(b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")) != 200:
+    time.sleep(0.05)
+check(time.time() - t0 < 5, "closed connections make room again")
+st, _, _ = server.request("POST", "/v1/chat/completions", good, key)
+check(st == 200, "--api-key: the right key, 200")
+
+
+def open_stream(max_tokens):
+    """A streaming request on a raw socket, read until its first text chunk."""
+    s = socket.create_connection(("127.0.0.1", server.port))
+    req = json.dumps({"prompt": "Hello", "max_tokens": max_tokens, "stream": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(req) + req)
+    got = b""
+    while got.count(b"data: ") < 2:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return s, got
+
+
+s, _ = open_stream(100000)
+st, h, data = server.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 1}, key)
+check(st == 503 and h.get("Retry-After") and json_error(b"\r\n\r\n" + data), "one slot busy, no queue: 503 with Retry-After")
+s.close()
+t0 = time.time()
+st = None
+while time.time() - t0 < 10:
+    st, _, _ = server.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 1}, key)
+    if st == 200:
+        break
+    time.sleep(0.02)
+check(st == 200, "a disconnect mid-stream frees the slot")
+m = server.wait_log(r"POST /v1/completions 499 prompt=\d+ cached=\d+ generated=(\d+)")
+check(m is not None and int(m.group(1)) < 100000, "the disconnected stream stopped (logged 499)")
+s, got = open_stream(100000)
+code = server.stop()
+s.settimeout(10)
+try:
+    while not got.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+except socket.timeout:
+    pass
+check(code == 0, f"SIGTERM with a stream open: exit status 0 (got {code})")
+check(b"data: [DONE]" in got and b'"finish_reason":"stop"' in got, "SIGTERM: the open stream ends with [DONE]")
+log = server.text()
+check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
+
+print(f"tests/test_server.sh: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
