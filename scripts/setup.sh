@@ -1,19 +1,42 @@
 #!/bin/sh
-# scripts/setup.sh - installs what building and testing run needs on Debian
-# or Ubuntu: a C compiler and make (build-essential), curl (downloads) and
-# python3 (the tests' local web server). It uses sudo unless run as root,
-# and does nothing when everything is there already.
+# scripts/setup.sh [--tests] - installs what building and testing run needs
+# on Debian or Ubuntu: a C compiler and make (build-essential), curl
+# (downloads) and python3 (the tests' local web server). With --tests, also
+# what three tests drive run with: Debian's chromium (test_report opens a
+# report in a real browser), node and npm, and the official openai npm
+# package in tests/openai_client (test_openai talks to `run serve` with it).
+# It uses sudo unless run as root, and installs only what is missing.
 set -e
-missing=
-for tool in cc make curl python3 gzip; do
-    command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
-done
-if [ -z "$missing" ]; then
-    echo "setup: the build tools are installed"
-    exit 0
+tests=false
+case "${1:-}" in
+    --tests) tests=true ;;
+    "") ;;
+    *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+esac
+cd "$(dirname "$0")/.."
+packages=
+need() { command -v "$1" >/dev/null 2>&1 || packages="$packages $2"; }
+need cc build-essential
+need make build-essential
+need curl curl
+need python3 python3
+need gzip gzip
+if $tests; then
+    need chromium chromium
+    need node nodejs
+    need npm npm
 fi
-echo "setup: installing build-essential, curl and python3 (missing:$missing)"
 sudo=
 [ "$(id -u)" -eq 0 ] || sudo=sudo
-$sudo apt-get update
-$sudo apt-get install -y build-essential curl python3
+if [ -n "$packages" ]; then
+    echo "setup: installing$packages"
+    $sudo apt-get update
+    # shellcheck disable=SC2086 # one word per package
+    $sudo apt-get install -y $packages
+else
+    echo "setup: the build tools are installed"
+fi
+if $tests && [ ! -d tests/openai_client/node_modules/openai ]; then
+    echo "setup: installing the openai npm package into tests/openai_client"
+    npm ci --prefix tests/openai_client --no-audit --no-fund
+fi
