@@ -16,7 +16,7 @@ With LLAMA_CPP set (a llama.cpp folder with build/bin/llama-server) and
 the same load runs against `llama-server --parallel P` too.
 
 python3 standard library only. The figures depend on the machine: run it
-on a quiet one (wait while /work/bench.lock exists).
+on a quiet one.
 """
 import argparse
 import http.client
@@ -157,10 +157,12 @@ def main():
     if llama and a.gguf:
         server = os.path.join(llama, "build", "bin", "llama-server")
         lport = 18080 + os.getpid() % 1000
-        proc, _ = start([server, "-m", a.gguf, "--port", str(lport), "--parallel", "4", "-c", str(a.ctx * 4),
-                         "--cont-batching"], lport, os.path.join(tmp, "bench_serve_llama.log"))
+        # llama-server's -c is shared by its slots: each gets ctx, as in run.
+        lctx = a.ctx * a.parallel
+        proc, _ = start([server, "-m", a.gguf, "--port", str(lport), "--parallel", str(a.parallel), "-c", str(lctx),
+                         "-t", str(len(os.sched_getaffinity(0))), "--cont-batching"], lport, os.path.join(tmp, "bench_serve_llama.log"))
         try:
-            bench(f"llama-server {a.gguf} --parallel 4", lport, streams, a.tokens)
+            bench(f"llama-server {a.gguf} --parallel {a.parallel} -c {lctx}", lport, streams, a.tokens)
             follow, fresh = cache_test(lport, a.history)
             print(f"  first token of a follow-up turn: {follow * 1e3:.0f} ms; of a fresh short prompt: {fresh * 1e3:.0f} ms")
         finally:
