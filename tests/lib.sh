@@ -34,3 +34,14 @@ summary() {
     echo "$1: $n_passed passed, $n_failed failed"
     [ "$n_failed" -eq 0 ]
 }
+
+# field KEY...: a value of the JSON file $golden (which the test sets), e.g.
+# field gen 0 prompt; a list prints as its items separated by spaces.
+field() {
+    python3 -c '
+import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2:]:
+    v = v[int(k)] if isinstance(v, list) else v[k]
+sys.stdout.write(v if isinstance(v, str) else " ".join(map(str, v)) if isinstance(v, list) else str(v))' "$golden" "$@"
+}

@@ -10,15 +10,6 @@ golden=tests/data/generation_golden.json
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 model=$tmp/model
-# field KEY...: a value of the golden file, e.g. field gen 0 prompt
-field() {
-    python3 -c '
-import json, sys
-v = json.load(open(sys.argv[1]))
-for k in sys.argv[2:]:
-    v = v[int(k)] if isinstance(v, list) else v[k]
-sys.stdout.write(v if isinstance(v, str) else " ".join(map(str, v)) if isinstance(v, list) else str(v))' "$golden" "$@"
-}
 # shellcheck disable=SC2046 # the checkpoint's flags are split on purpose
 "$fixture" "$model" $(field checkpoint) >/dev/null
 cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
