@@ -111,12 +111,15 @@ INLINE void matvec_range(WeightType type, const Matrix *w, const float *x, float
  * for DT tokens; the rows' weights stay in cache while the tokens go by. */
 enum { DR = 4, DT = 6, DIRECT_TOKEN_BLOCK = 64 };
 
-INLINE void direct_tile(WeightType type, int R, int T, const void *wdata, const float *x, int K, float *out, size_t ldo) {
+INLINE void direct_tile(WeightType type, int R, int T, const void *wdata, const float *x, int K, float *out, size_t ldo,
+                        const char *prefetch, int lines) {
     __m512 a[DT][DR];
     for (int t = 0; t < T; t++)
         for (int j = 0; j < R; j++) a[t][j] = _mm512_setzero_ps();
-    int k = 0;
+    int k = 0, steps = K / 16, due = 0;
     for (; k + 16 <= K; k += 16) {
+        /* `lines` cache lines prefetched evenly over the steps of k. */
+        for (due += lines; due >= steps && steps > 0; due -= steps, prefetch += 64) _mm_prefetch(prefetch, _MM_HINT_T0);
         __m512 wv[DR];
         for (int j = 0; j < R; j++) wv[j] = load16(type, wdata, (size_t)j * K + k, FULL_MASK);
         for (int t = 0; t < T; t++) {
@@ -145,9 +148,27 @@ INLINE void direct_tile(WeightType type, int R, int T, const void *wdata, const 
 INLINE void direct_tiles(WeightType type, int R, const Matrix *w, const float *x, int t0, int t1, float *out, int r) {
     int K = w->cols;
     const char *wdata = (const char *)w->data + (size_t)r * K * element_size(type);
-    int t = t0;
-    for (; t + DT <= t1; t += DT) direct_tile(type, R, DT, wdata, x + (size_t)t * K, K, out + (size_t)t * w->rows + r, (size_t)w->rows);
-    for (; t < t1; t++) direct_tile(type, R, 1, wdata, x + (size_t)t * K, K, out + (size_t)t * w->rows + r, (size_t)w->rows);
+    /* The tiles share out the prefetch of the next rows, so that memory
+     * keeps streaming while any of them computes. */
+    size_t row_bytes = (size_t)R * K * element_size(type);
+    const char *next = (const char *)wdata + row_bytes;
+    int tiles = (t1 - t0 + DT - 1) / DT, lines = (int)((row_bytes + 63) / 64);
+    for (int i = 0, t = t0; i < tiles; i++) {
+        const float *xt = x + (size_t)t * K;
+        float *o = out + (size_t)t * w->rows + r;
+        const char *pf = next + (size_t)64 * (lines * i / tiles);
+        int pl = lines * (i + 1) / tiles - lines * i / tiles;
+        int T = (t1 - t + (tiles - i) - 1) / (tiles - i);  /* the tokens left, spread evenly over the tiles left */
+        t += T;
+        switch (T) {
+        case 6: direct_tile(type, R, 6, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
+        case 5: direct_tile(type, R, 5, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
+        case 4: direct_tile(type, R, 4, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
+        case 3: direct_tile(type, R, 3, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
+        case 2: direct_tile(type, R, 2, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
+        default: direct_tile(type, R, 1, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
+        }
+    }
 }
 
 INLINE void gemm_direct(WeightType type, const Matrix *w, const float *x, int n, float *out, int r0, int r1) {
@@ -216,19 +237,21 @@ INLINE void bf16_tile(int R, int T, const uint16_t *w, const uint16_t *x, int K,
     }
 }
 
-static void bf16_tile_dispatch(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo) {
-    if (R == BF_R) {
-        switch (T) {
-        case 6: bf16_tile(BF_R, 6, w, x, K, out, ldo); return;
-        case 5: bf16_tile(BF_R, 5, w, x, K, out, ldo); return;
-        case 4: bf16_tile(BF_R, 4, w, x, K, out, ldo); return;
-        case 3: bf16_tile(BF_R, 3, w, x, K, out, ldo); return;
-        case 2: bf16_tile(BF_R, 2, w, x, K, out, ldo); return;
-        default: bf16_tile(BF_R, 1, w, x, K, out, ldo); return;
-        }
+/* bf16_tile with the token count T (1..BF_T) known to the compiler. */
+INLINE void bf16_tiles(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo) {
+    switch (T) {
+    case 6: bf16_tile(R, 6, w, x, K, out, ldo); return;
+    case 5: bf16_tile(R, 5, w, x, K, out, ldo); return;
+    case 4: bf16_tile(R, 4, w, x, K, out, ldo); return;
+    case 3: bf16_tile(R, 3, w, x, K, out, ldo); return;
+    case 2: bf16_tile(R, 2, w, x, K, out, ldo); return;
+    default: bf16_tile(R, 1, w, x, K, out, ldo); return;
     }
-    if (T == BF_T) bf16_tile(1, BF_T, w, x, K, out, ldo);
-    else bf16_tile(1, 1, w, x, K, out, ldo);
+}
+
+static void bf16_tile_dispatch(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo) {
+    if (R == BF_R) bf16_tiles(BF_R, T, w, x, K, out, ldo);
+    else bf16_tiles(1, T, w, x, K, out, ldo);
 }
 
 static void matmul_bf16(float *out, const uint16_t *x, const Matrix *w, int n, int r0, int r1) {
@@ -325,18 +348,26 @@ INLINE void quant_tile(int G, int T, WeightType type, const QuantizedRows *x, co
         }
 }
 
+/* quant_tile with the token count T (1..Q_T) known to the compiler. */
+INLINE void quant_tiles(int G, int T, WeightType type, const QuantizedRows *x, const Matrix *w, size_t g0, int t0,
+                        float *out, int row_end) {
+    switch (T) {
+    case 6: quant_tile(G, 6, type, x, w, g0, t0, out, row_end); break;
+    case 5: quant_tile(G, 5, type, x, w, g0, t0, out, row_end); break;
+    case 4: quant_tile(G, 4, type, x, w, g0, t0, out, row_end); break;
+    case 3: quant_tile(G, 3, type, x, w, g0, t0, out, row_end); break;
+    case 2: quant_tile(G, 2, type, x, w, g0, t0, out, row_end); break;
+    default: quant_tile(G, 1, type, x, w, g0, t0, out, row_end); break;
+    }
+}
+
 INLINE void quant_range(WeightType type, float *out, const QuantizedRows *x, const Matrix *w, int n, int r0, int r1) {
     size_t g_end = ((size_t)r1 + ROW_GROUP - 1) / ROW_GROUP;
     for (size_t g = (size_t)r0 / ROW_GROUP; g < g_end;) {
         int G = g + Q_G <= g_end ? Q_G : 1;
-        int t = 0;
-        for (; t + Q_T <= n; t += Q_T) {
-            if (G == Q_G) quant_tile(Q_G, Q_T, type, x, w, g, t, out, r1);
-            else quant_tile(1, Q_T, type, x, w, g, t, out, r1);
-        }
-        for (; t < n; t++) {
-            if (G == Q_G) quant_tile(Q_G, 1, type, x, w, g, t, out, r1);
-            else quant_tile(1, 1, type, x, w, g, t, out, r1);
+        for (int t = 0; t < n; t += Q_T) {
+            if (G == Q_G) quant_tiles(Q_G, n - t < Q_T ? n - t : Q_T, type, x, w, g, t, out, r1);
+            else quant_tiles(1, n - t < Q_T ? n - t : Q_T, type, x, w, g, t, out, r1);
         }
         g += (size_t)G;
     }

@@ -224,20 +224,30 @@ static void start(Server *s, Slot *slot, Job *job) {
     }
 }
 
-/* Gives queued jobs the free slots: each the one whose cache its prompt
- * shares the longest start with, else the least recently used. */
+/* The free slot for a prompt: of those whose cache it shares at least half
+ * of (an empty slot counts), the one it shares the longest start with;
+ * else the least recently used, so that a prompt that merely begins alike
+ * (the same system prompt) does not evict another conversation's cache. */
+static Slot *choose_slot(Server *s, const TokenIds *prompt) {
+    Slot *best = NULL, *oldest = NULL;
+    int best_prefix = -1;
+    for (int i = 0; i < s->n_slots; i++) {
+        Slot *slot = &s->slots[i];
+        if (slot->job) continue;
+        if (!oldest || slot->last_used < oldest->last_used) oldest = slot;
+        int prefix = common_prefix(slot, prompt);
+        if (2 * prefix < slot->seq.n_cached) continue;
+        if (prefix > best_prefix || (prefix == best_prefix && slot->last_used < best->last_used))
+            best = slot, best_prefix = prefix;
+    }
+    return best ? best : oldest;
+}
+
+/* Gives queued jobs the free slots (choose_slot), in their order. */
 static void admit(Server *s) {
     while (s->queue_head) {
         Job *job = s->queue_head;
-        Slot *best = NULL;
-        int best_prefix = -1;
-        for (int i = 0; i < s->n_slots; i++) {
-            Slot *slot = &s->slots[i];
-            if (slot->job) continue;
-            int prefix = common_prefix(slot, &job->prompt);
-            if (prefix > best_prefix || (prefix == best_prefix && slot->last_used < best->last_used))
-                best = slot, best_prefix = prefix;
-        }
+        Slot *best = choose_slot(s, &job->prompt);
         if (!best) return;
         s->queue_head = job->next;
         if (!s->queue_head) s->queue_tail = NULL;

@@ -143,6 +143,32 @@ static void test_matmul(ThreadPool *pools[3]) {
         }
 }
 
+/* Every batch size from 1 to 14 tokens (the server's decode steps are
+ * small batches): each token's output the same bits as alone and as plain C. */
+static void test_batch_sizes(ThreadPool *pools[3]) {
+    int rows = 21, cols = 96;
+    double *exact = xmalloc((size_t)rows * cols * sizeof(double));
+    float *X = xmalloc((size_t)14 * cols * sizeof(float));
+    for (int i = 0; i < 14 * cols; i++) X[i] = uniform();
+    Matrix W[6];
+    W[0] = random_matrix(WEIGHT_F32, rows, cols, exact);
+    W[1] = random_matrix(WEIGHT_F16, rows, cols, exact);
+    W[2] = random_matrix(WEIGHT_BF16, rows, cols, exact);
+    W[3] = random_matrix(WEIGHT_BF16, rows, cols, exact);
+    W[3].math = MATH_BF16;
+    W[4] = matrix_to_q8(&W[2], pools[1]);
+    W[5] = matrix_to_q4(&W[2], pools[1]);
+    const char *names[6] = {"f32", "f16", "bf16", "bf16 arithmetic", "q8", "q4"};
+    for (int i = 0; i < 6; i++)
+        for (int n = 1; n <= 14; n++) {
+            char what[64];
+            snprintf(what, sizeof what, "%s, %d tokens,", names[i], n);
+            free(check_invariants(what, &W[i], X, n, pools));
+        }
+    for (int i = 0; i < 6; i++) matrix_free(&W[i]);
+    free(exact), free(X);
+}
+
 /* The quantized formats: each weight within its format's step of the
  * original, and the product = the integer arithmetic kernels.h defines,
  * computed here in double from the test's own rounding of x. */
@@ -370,6 +396,7 @@ int main(int argc, char **argv) {
         kernels_use(kernel_path_name(p), NULL);
         printf("path %s\n", kernel_path_name(p));
         test_matmul(pools);
+        test_batch_sizes(pools);
     }
     test_quantized(pools);
     test_conversions();

@@ -193,6 +193,14 @@ check(body["usage"]["prompt_tokens"] == len(turn_ids[1]) and
       f"chat turn 2: {want_cached} prompt tokens from the cache (usage: {body['usage']})")
 check(server.wait_log(f"prompt={len(turn_ids[1])} cached={want_cached} generated={n_chat}"),
       "chat turn 2: the log line shows the cached tokens")
+# Another conversation that merely begins alike goes to another slot, so
+# turn 2's cache survives it.
+status, body = chat(server, [{"role": "user", "content": "a different conversation"}], max_tokens=2)
+check(status == 200, "chat: a second conversation")
+status, body = chat(server, conversation, max_tokens=n_chat)
+check(status == 200 and body["choices"][0]["message"]["content"] == replies[1] and
+      body["usage"]["prompt_tokens_details"]["cached_tokens"] >= len(turn_ids[1]) - 1,
+      f"chat turn 2 again after another conversation: its cache kept (usage: {body['usage']})")
 status, body = chat(server, [{"role": "user", "content": [{"type": "text", "text": "h"}, {"type": "text", "text": "i"}]}],
                     max_tokens=n_chat)
 check(status == 200 and body["choices"][0]["message"]["content"] == replies[0], "chat: content as text parts")
