@@ -213,12 +213,12 @@ static void *prepare(MatmulJob *job, ThreadPool *pool) {
     void *buffer = NULL;
     if (quantized(job->w)) {
         size_t blocks = n / QUANT_BLOCK;
-        buffer = xmalloc(blocks * (sizeof(float) + sizeof(int32_t)) + n);
+        buffer = xcalloc_aligned(1, blocks * (sizeof(float) + sizeof(int32_t)) + n);
         job->xq.scale = buffer;
         job->xq.sum = (int32_t *)((float *)buffer + blocks);
         job->xq.q = (int8_t *)(job->xq.sum + blocks);
     } else if (bf16_math(job->w)) {
-        buffer = xmalloc(n * sizeof(uint16_t));
+        buffer = xcalloc_aligned(n, sizeof(uint16_t));
         job->x_bf16 = buffer;
     }
     if (buffer) {

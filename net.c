@@ -206,22 +206,22 @@ static void alloc_state(Model *m) {
     RunState *s = &m->state;
     size_t T = BLOCK_TOKENS, q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
     s->max_tokens = (int)T;
-    s->x = xcalloc(T * c->dim, sizeof(float));
-    s->xb = xcalloc(T * c->dim, sizeof(float));
-    s->q = xcalloc(T * q_dim, sizeof(float));
-    s->k = xcalloc(T * kv_dim, sizeof(float));
-    s->v = xcalloc(T * kv_dim, sizeof(float));
-    s->att = xcalloc(T * q_dim, sizeof(float));
-    s->out = xcalloc(T * c->dim, sizeof(float));
-    s->gate = xcalloc(T * c->hidden_dim, sizeof(float));
-    s->up = xcalloc(T * c->hidden_dim, sizeof(float));
-    s->inv_freq = xcalloc((size_t)c->head_dim / 2, sizeof(float));
-    s->rope_cos = xcalloc(T * c->head_dim / 2, sizeof(float));
-    s->rope_sin = xcalloc(T * c->head_dim / 2, sizeof(float));
+    s->x = xcalloc_aligned(T * c->dim, sizeof(float));
+    s->xb = xcalloc_aligned(T * c->dim, sizeof(float));
+    s->q = xcalloc_aligned(T * q_dim, sizeof(float));
+    s->k = xcalloc_aligned(T * kv_dim, sizeof(float));
+    s->v = xcalloc_aligned(T * kv_dim, sizeof(float));
+    s->att = xcalloc_aligned(T * q_dim, sizeof(float));
+    s->out = xcalloc_aligned(T * c->dim, sizeof(float));
+    s->gate = xcalloc_aligned(T * c->hidden_dim, sizeof(float));
+    s->up = xcalloc_aligned(T * c->hidden_dim, sizeof(float));
+    s->inv_freq = xcalloc_aligned((size_t)c->head_dim / 2, sizeof(float));
+    s->rope_cos = xcalloc_aligned(T * c->head_dim / 2, sizeof(float));
+    s->rope_sin = xcalloc_aligned(T * c->head_dim / 2, sizeof(float));
     s->scratch_floats = attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK, m->max_context);
-    s->scratch = xcalloc((size_t)pool_size(m->pool) * s->scratch_floats, sizeof(float));
+    s->scratch = xcalloc_aligned((size_t)pool_size(m->pool) * s->scratch_floats, sizeof(float));
     s->logits_rows = 1;
-    s->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
+    s->logits = xcalloc_aligned((size_t)c->vocab_size, sizeof(float));
     rope_frequencies(s->inv_freq, c);
 }
 
@@ -582,7 +582,7 @@ static void reserve_logits(Model *m, int rows) {
     RunState *s = &m->state;
     if (rows <= s->logits_rows) return;
     free(s->logits);
-    s->logits = xcalloc((size_t)rows * m->config.vocab_size, sizeof(float));
+    s->logits = xcalloc_aligned((size_t)rows * m->config.vocab_size, sizeof(float));
     s->logits_rows = rows;
 }
 

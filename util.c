@@ -81,6 +81,14 @@ void *xcalloc(size_t n, size_t size) {
     return p;
 }
 
+void *xcalloc_aligned(size_t n, size_t size) {
+    size_t total;
+    void *p;
+    if (mul_size(n, size, &total) != 0) die("out of memory (%zu x %zu bytes overflows)", n, size);
+    if (posix_memalign(&p, 64, total ? total : 1) != 0) die("out of memory (asked for %zu bytes)", total);
+    return memset(p, 0, total);
+}
+
 void *xrealloc(void *p, size_t n, size_t size) {
     size_t total;
     if (mul_size(n, size, &total) != 0) die("out of memory (%zu x %zu bytes overflows)", n, size);

@@ -33,6 +33,10 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n, size_t size);
 char *xstrdup(const char *s);
 
+/* xcalloc aligned to 64 bytes, a cache line, so that vector loads from the
+ * start of each row never straddle two lines. Freed with free(). */
+void *xcalloc_aligned(size_t n, size_t size);
+
 /* xmalloc for big buffers of weights: aligned to 2 MiB and backed by huge
  * pages where the system allows, so that streaming through them misses the
  * TLB less. Freed with free(). */
