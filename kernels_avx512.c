@@ -205,12 +205,15 @@ INLINE __mmask32 tail_mask32(int n) { return n >= 32 ? (__mmask32)0xFFFFFFFFu : 
 
 INLINE __m512bh load_bh(const uint16_t *p, __mmask32 mask) { return (__m512bh)_mm512_maskz_loadu_epi16(mask, p); }
 
-INLINE void bf16_tile(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo) {
+INLINE void bf16_tile(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo,
+                      const char *prefetch, int lines) {
     __m512 a[BF_T][BF_R];
     for (int t = 0; t < T; t++)
         for (int j = 0; j < R; j++) a[t][j] = _mm512_setzero_ps();
-    int k = 0;
+    int k = 0, steps = K / 32, due = 0;
     for (; k + 32 <= K; k += 32) {
+        /* `lines` cache lines prefetched evenly over the steps of k. */
+        for (due += lines; due >= steps; due -= steps, prefetch += 64) _mm_prefetch(prefetch, _MM_HINT_T0);
         __m512bh wv[BF_R];
         for (int j = 0; j < R; j++) wv[j] = (__m512bh)_mm512_loadu_si512(w + (size_t)j * K + k);
         for (int t = 0; t < T; t++) {
@@ -238,20 +241,22 @@ INLINE void bf16_tile(int R, int T, const uint16_t *w, const uint16_t *x, int K,
 }
 
 /* bf16_tile with the token count T (1..BF_T) known to the compiler. */
-INLINE void bf16_tiles(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo) {
+INLINE void bf16_tiles(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo,
+                       const char *prefetch, int lines) {
     switch (T) {
-    case 6: bf16_tile(R, 6, w, x, K, out, ldo); return;
-    case 5: bf16_tile(R, 5, w, x, K, out, ldo); return;
-    case 4: bf16_tile(R, 4, w, x, K, out, ldo); return;
-    case 3: bf16_tile(R, 3, w, x, K, out, ldo); return;
-    case 2: bf16_tile(R, 2, w, x, K, out, ldo); return;
-    default: bf16_tile(R, 1, w, x, K, out, ldo); return;
+    case 6: bf16_tile(R, 6, w, x, K, out, ldo, prefetch, lines); return;
+    case 5: bf16_tile(R, 5, w, x, K, out, ldo, prefetch, lines); return;
+    case 4: bf16_tile(R, 4, w, x, K, out, ldo, prefetch, lines); return;
+    case 3: bf16_tile(R, 3, w, x, K, out, ldo, prefetch, lines); return;
+    case 2: bf16_tile(R, 2, w, x, K, out, ldo, prefetch, lines); return;
+    default: bf16_tile(R, 1, w, x, K, out, ldo, prefetch, lines); return;
     }
 }
 
-static void bf16_tile_dispatch(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo) {
-    if (R == BF_R) bf16_tiles(BF_R, T, w, x, K, out, ldo);
-    else bf16_tiles(1, T, w, x, K, out, ldo);
+static void bf16_tile_dispatch(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo,
+                               const char *prefetch, int lines) {
+    if (R == BF_R) bf16_tiles(BF_R, T, w, x, K, out, ldo, prefetch, lines);
+    else bf16_tiles(1, T, w, x, K, out, ldo, prefetch, lines);
 }
 
 static void matmul_bf16(float *out, const uint16_t *x, const Matrix *w, int n, int r0, int r1) {
@@ -261,10 +266,14 @@ static void matmul_bf16(float *out, const uint16_t *x, const Matrix *w, int n, i
         int tn = n - t0 < BF_TOKEN_BLOCK ? n - t0 : BF_TOKEN_BLOCK;
         for (int r = r0; r < r1;) {
             int R = r1 - r >= BF_R ? BF_R : 1;
+            /* The block's first tile reads the rows from memory: it
+             * prefetches the next rows as it goes. */
+            const char *next = (const char *)(data + (size_t)(r + R) * K);
+            int lines = (int)(((size_t)R * K * sizeof(uint16_t) + 63) / 64);
             for (int t = t0; t < t0 + tn; t += BF_T) {
                 int T = t0 + tn - t < BF_T ? t0 + tn - t : BF_T;
                 bf16_tile_dispatch(R, T, data + (size_t)r * K, x + (size_t)t * K, K, out + (size_t)t * w->rows + r,
-                                   (size_t)w->rows);
+                                   (size_t)w->rows, next, t == t0 ? lines : 0);
             }
             r += R;
         }

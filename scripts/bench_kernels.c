@@ -53,12 +53,12 @@ int main(int argc, char **argv) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int rows = shapes[s][0], cols = shapes[s][1];
         size_t n = (size_t)rows * cols;
-        float *w = malloc(n * sizeof(float));
-        uint16_t *w16 = malloc(n * sizeof(uint16_t));
+        float *w = aligned_alloc(64, (n * 4 + 63) / 64 * 64);  /* aligned as the forward pass aligns them */
+        uint16_t *w16 = aligned_alloc(64, (n * 2 + 63) / 64 * 64);
         for (size_t i = 0; i < n; i++) w16[i] = f32_to_bf16(w[i] = uniform() * 0.05f);
         Matrix f32 = {WEIGHT_F32, rows, cols, w, NULL, NULL, MATH_EXACT};
         Matrix bf16 = {WEIGHT_BF16, rows, cols, w16, NULL, NULL, MATH_EXACT};
-        float *x = malloc((size_t)128 * cols * sizeof(float)), *y = malloc((size_t)128 * rows * sizeof(float));
+        float *x = aligned_alloc(64, (size_t)128 * cols * sizeof(float)), *y = malloc((size_t)128 * rows * sizeof(float));
         for (int i = 0; i < 128 * cols; i++) x[i] = uniform();
         printf("%5d x %-5d", rows, cols);
         for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
