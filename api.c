@@ -1,6 +1,7 @@
 /* api.c - OpenAI-style requests in, response objects and event chunks out. */
 #include "api.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -250,12 +251,35 @@ static int read_messages(ApiRequest *r, const JsonValue *root, Error *e) {
     return 0;
 }
 
+/* Whether v is an array of integers >= 0 (token ids). */
+static bool token_array(const JsonValue *v) {
+    if (v->type != JSON_ARRAY) return false;
+    for (size_t i = 0; i < v->len; i++) {
+        double id = v->items[i].type == JSON_NUMBER ? v->items[i].number.value : -1;
+        if (!(id >= 0 && id <= INT_MAX && id == floor(id))) return false;
+    }
+    return true;
+}
+
+/* The prompt, as the API takes it: a string, token ids, or either one
+ * inside an array of one (several prompts would be several choices). */
 static int read_prompt(ApiRequest *r, const JsonValue *root, Error *e) {
     const JsonValue *prompt = json_get(root, "prompt");
-    if (!prompt || prompt->type != JSON_STRING) return fail(e, "'prompt' must be a string");
-    r->prompt = prompt->string;
-    r->prompt_len = prompt->len;
-    return 0;
+    if (prompt && prompt->type == JSON_ARRAY && prompt->len > 0 &&
+        (prompt->items[0].type == JSON_STRING || prompt->items[0].type == JSON_ARRAY)) {
+        if (prompt->len > 1) return fail(e, "'prompt' may hold one prompt only (n = 1)");
+        prompt = &prompt->items[0];
+    }
+    if (prompt && prompt->type == JSON_STRING) {
+        r->prompt = prompt->string;
+        r->prompt_len = prompt->len;
+        return 0;
+    }
+    if (prompt && token_array(prompt)) {
+        r->prompt_ids = prompt;
+        return 0;
+    }
+    return fail(e, "'prompt' must be a string or an array of token ids");
 }
 
 int api_parse_request(ApiRequest *r, ApiKind kind, const char *body, size_t len, const GenerationConfig *defaults,

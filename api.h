@@ -43,8 +43,9 @@ typedef struct {
     JsonDoc doc;               /* the parsed body, which the fields below point into */
     JsonValue messages;        /* chat: [{"role", "content"}] with every content a string */
     const JsonValue *template_kwargs; /* chat: "chat_template_kwargs" (an object) or NULL */
-    const char *prompt;        /* completion: the prompt text */
+    const char *prompt;        /* completion: the prompt text, or NULL when given as ids */
     size_t prompt_len;
+    const JsonValue *prompt_ids; /* completion: the prompt as token ids (integers >= 0), or NULL */
     GenerationConfig generation; /* the defaults with the request's settings on top */
     bool seed_given;
     const char *stops[MAX_STOP_STRINGS];

@@ -440,7 +440,14 @@ static void log_request(const Conn *c, const HttpRequest *r, const Outcome *o, d
 static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, Error *e) {
     int rc = 0;
     pthread_mutex_lock(&s->text_lock);
-    if (r->kind == API_COMPLETION) {
+    if (r->kind == API_COMPLETION && r->prompt_ids) {
+        int vocab = s->model->config.vocab_size;
+        for (size_t i = 0; i < r->prompt_ids->len && rc == 0; i++) {
+            double id = r->prompt_ids->items[i].number.value;
+            if (id >= vocab) rc = fail(e, "'prompt' token %.0f is not below the vocabulary size %d", id, vocab);
+            else token_ids_push(ids, (int)id);
+        }
+    } else if (r->kind == API_COMPLETION) {
         tokenizer_encode(s->tokenizer, r->prompt, r->prompt_len, ENCODE_PROMPT, ids);
     } else if (!s->template) {
         rc = fail(e, "the model has no chat template: use /v1/completions");

@@ -40,6 +40,15 @@ static void test_fields(void) {
               r.generation.max_new == -1 && r.generation.sampling.top_k == 50,
           "a completion: the prompt, and the defaults where the body says nothing");
     api_request_free(&r);
+    const char *ids = "{\"prompt\":[[9707,11,0]]}";
+    CHECK(api_parse_request(&r, API_COMPLETION, ids, strlen(ids), &defaults, &e) == 0 && !r.prompt && r.prompt_ids &&
+              r.prompt_ids->len == 3 && r.prompt_ids->items[0].number.value == 9707,
+          "a completion's prompt as token ids, inside an array of one");
+    api_request_free(&r);
+    const char *one = "{\"prompt\":[\"hi\"]}";
+    CHECK(api_parse_request(&r, API_COMPLETION, one, strlen(one), &defaults, &e) == 0 && strcmp(r.prompt, "hi") == 0,
+          "a completion's prompt as an array of one string");
+    api_request_free(&r);
 }
 
 static void refused(ApiKind kind, const char *body, const char *want) {
@@ -68,7 +77,11 @@ static void test_refusals(void) {
     refused(API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "at most 4");
     refused(API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"\"]}", "non-empty");
     refused(API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":3}", "'stream_options'");
-    refused(API_COMPLETION, "{\"prompt\":[1,2]}", "'prompt' must be a string");
+    refused(API_COMPLETION, "{\"prompt\":[1,2.5]}", "'prompt' must be a string or an array of token ids");
+    refused(API_COMPLETION, "{\"prompt\":[1,-2]}", "'prompt' must be a string or an array of token ids");
+    refused(API_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "one prompt only");
+    refused(API_COMPLETION, "{\"prompt\":[[1],[2]]}", "one prompt only");
+    refused(API_COMPLETION, "{\"prompt\":{}}", "'prompt' must be a string or an array of token ids");
     refused(API_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":true}", "'logprobs' must be an integer");
 }
 

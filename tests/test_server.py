@@ -209,6 +209,12 @@ check(status == 200 and body["choices"][0]["message"]["content"] == replies[0], 
 for i, g in enumerate(golden["gen"]):
     status, body = server.post("/v1/completions", {"prompt": g["prompt"], "max_tokens": n_gen})
     check(status == 200 and body["choices"][0]["text"] == g["stdout"][:-1], f"completion {i}: the reference's continuation")
+status, body = server.post("/v1/completions", {"prompt": prompt0["prompt_ids"], "max_tokens": n_gen})
+check(status == 200 and body["choices"][0]["text"] == prompt0["stdout"][:-1] and
+      body["usage"]["prompt_tokens"] == len(prompt0["prompt_ids"]),
+      "completion: the prompt as the reference's token ids, the same continuation")
+status, body = server.post("/v1/completions", {"prompt": [prompt0["prompt_ids"][:1] + [10 ** 9]], "max_tokens": 1})
+check(status == 400 and "vocabulary" in body["error"]["message"], f"completion: a token id past the vocabulary: 400 ({body})")
 status, body = server.post("/v1/completions", {"prompt": prompt0["prompt"], "max_tokens": 2, "logprobs": 5})
 lp = body["choices"][0]["logprobs"]
 want = [t["logprob"] for t in prompt0["top_logprobs"]]
