@@ -32,6 +32,20 @@ def check(ok, what):
         print("FAIL", what, flush=True)
 
 
+def read_until(s, end, got=b""):
+    """Reads from socket s onto `got` until it ends with `end` (b"": until
+    the peer closes) or the socket's timeout passes."""
+    try:
+        while not (end and got.endswith(end)):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    return got
+
+
 class Server:
     """A `run serve` process on a free port, its stderr in a file."""
 
@@ -86,15 +100,7 @@ class Server:
         s.settimeout(wait)
         if data:
             s.sendall(data)
-        got = b""
-        try:
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
-        except socket.timeout:
-            pass
+        got = read_until(s, b"")
         if then_close:
             s.close()
         return got
@@ -413,14 +419,7 @@ check(m is not None and int(m.group(1)) < 100000, "the disconnected stream stopp
 s, got = open_stream(100000)
 code = server.stop()
 s.settimeout(10)
-try:
-    while not got.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        got += chunk
-except socket.timeout:
-    pass
+got = read_until(s, b"data: [DONE]\n\n\r\n0\r\n\r\n", got)
 check(code == 0, f"SIGTERM with a stream open: exit status 0 (got {code})")
 check(b"data: [DONE]" in got and b'"finish_reason":"stop"' in got, "SIGTERM: the open stream ends with [DONE]")
 log = server.text()
