@@ -106,6 +106,14 @@ INLINE void matvec_range(WeightType type, const Matrix *w, const float *x, float
     for (; r < r1; r++) matvec_rows(type, w, r, 1, x, y);
 }
 
+/* Spreads the prefetch of `lines` cache lines from p evenly over `steps`
+ * steps: at each step, prefetches the lines now due (`due` carries the
+ * remainder) and returns where the next line is. */
+INLINE const char *prefetch_step(const char *p, int lines, int steps, int *due) {
+    for (*due += lines; *due >= steps && steps > 0; *due -= steps, p += 64) _mm_prefetch(p, _MM_HINT_T0);
+    return p;
+}
+
 /* A block of tokens, straight from the weights: a register tile of DR rows
  * x DT tokens over the whole row, each weight vector widened once and used
  * for DT tokens; the rows' weights stay in cache while the tokens go by. */
@@ -118,8 +126,7 @@ INLINE void direct_tile(WeightType type, int R, int T, const void *wdata, const 
         for (int j = 0; j < R; j++) a[t][j] = _mm512_setzero_ps();
     int k = 0, steps = K / 16, due = 0;
     for (; k + 16 <= K; k += 16) {
-        /* `lines` cache lines prefetched evenly over the steps of k. */
-        for (due += lines; due >= steps && steps > 0; due -= steps, prefetch += 64) _mm_prefetch(prefetch, _MM_HINT_T0);
+        prefetch = prefetch_step(prefetch, lines, steps, &due);
         __m512 wv[DR];
         for (int j = 0; j < R; j++) wv[j] = load16(type, wdata, (size_t)j * K + k, FULL_MASK);
         for (int t = 0; t < T; t++) {
@@ -212,8 +219,7 @@ INLINE void bf16_tile(int R, int T, const uint16_t *w, const uint16_t *x, int K,
         for (int j = 0; j < R; j++) a[t][j] = _mm512_setzero_ps();
     int k = 0, steps = K / 32, due = 0;
     for (; k + 32 <= K; k += 32) {
-        /* `lines` cache lines prefetched evenly over the steps of k. */
-        for (due += lines; due >= steps; due -= steps, prefetch += 64) _mm_prefetch(prefetch, _MM_HINT_T0);
+        prefetch = prefetch_step(prefetch, lines, steps, &due);
         __m512bh wv[BF_R];
         for (int j = 0; j < R; j++) wv[j] = (__m512bh)_mm512_loadu_si512(w + (size_t)j * K + k);
         for (int t = 0; t < T; t++) {
@@ -375,8 +381,9 @@ INLINE void quant_range(WeightType type, float *out, const QuantizedRows *x, con
     for (size_t g = (size_t)r0 / ROW_GROUP; g < g_end;) {
         int G = g + Q_G <= g_end ? Q_G : 1;
         for (int t = 0; t < n; t += Q_T) {
-            if (G == Q_G) quant_tiles(Q_G, n - t < Q_T ? n - t : Q_T, type, x, w, g, t, out, r1);
-            else quant_tiles(1, n - t < Q_T ? n - t : Q_T, type, x, w, g, t, out, r1);
+            int T = n - t < Q_T ? n - t : Q_T;
+            if (G == Q_G) quant_tiles(Q_G, T, type, x, w, g, t, out, r1);
+            else quant_tiles(1, T, type, x, w, g, t, out, r1);
         }
         g += (size_t)G;
     }
