@@ -26,13 +26,14 @@ const char *weight_type_name(WeightType t) {
 static size_t row_groups(int rows) { return ((size_t)rows + ROW_GROUP - 1) / ROW_GROUP; }
 
 size_t matrix_bytes(const Matrix *m) {
-    size_t n = (size_t)m->rows * (size_t)m->cols, padded = row_groups(m->rows) * ROW_GROUP * (size_t)m->cols;
+    size_t rows = m->layout == LAYOUT_ROWS ? (size_t)m->rows : row_groups(m->rows) * ROW_GROUP;
+    size_t n = rows * (size_t)m->cols;
     switch (m->type) {
     case WEIGHT_F32: return n * 4;
-    case WEIGHT_F16:
-    case WEIGHT_BF16: return n * 2;
-    case WEIGHT_Q8: return padded + padded / QUANT_BLOCK * 2;
-    case WEIGHT_Q4: return padded / 2 + padded / QUANT_BLOCK * 2;
+    case WEIGHT_F16: return n * 2;
+    case WEIGHT_BF16: return m->layout == LAYOUT_ROWS ? n * 2 : rows * (((size_t)m->cols + 1) / 2) * 4;
+    case WEIGHT_Q8: return n + n / QUANT_BLOCK * 2;
+    case WEIGHT_Q4: return n / 2 + n / QUANT_BLOCK * 2;
     }
     return 0;
 }
@@ -167,8 +168,9 @@ static int parts_for(int rows, ThreadPool *pool) {
 typedef struct {
     const KernelPath *path;
     const Matrix *w;
-    const float *x;
-    const uint16_t *x_bf16;     /* bf16 arithmetic: x rounded */
+    const float *x;             /* [n_tokens][cols] */
+    const float *x_tiles;       /* f32, f16, bf16 exact: x in tiles (kernels_path.h) */
+    const uint16_t *x_bf16;     /* bf16 arithmetic: x rounded, in bf16 tiles */
     QuantizedRows xq;           /* q8, q4: x quantized */
     int n_tokens;
     float *out;
@@ -184,18 +186,21 @@ static void matmul_part(void *arg, int part, int n_parts) {
     else if (job->x_bf16)
         job->path->matmul_bf16(job->out, job->x_bf16, job->w, job->n_tokens, r0, r1);
     else
-        job->path->matmul_float(job->out, job->x, job->w, job->n_tokens, r0, r1);
+        job->path->matmul_float(job->out, job->x_tiles, job->w, job->n_tokens, r0, r1);
 }
 
 /* The activations' preparation: token rows split between the parts. */
 static void prepare_part(void *arg, int part, int n_parts) {
     const MatmulJob *job = arg;
-    int K = job->w->cols, t0 = job->n_tokens * part / n_parts, t1 = job->n_tokens * (part + 1) / n_parts;
+    int n = job->n_tokens, K = job->w->cols, t0 = n * part / n_parts, t1 = n * (part + 1) / n_parts;
     for (int t = t0; t < t1; t++) {
         const float *x = job->x + (size_t)t * K;
         if (job->x_bf16) {
-            uint16_t *out = (uint16_t *)job->x_bf16 + (size_t)t * K;
-            for (int k = 0; k < K; k++) out[k] = f32_to_bf16(x[k]);
+            uint16_t *tiles = (uint16_t *)job->x_bf16;
+            for (int k = 0; k < K + K % 2; k++) tiles[tile_index_bf16(n, K, t, k)] = k < K ? f32_to_bf16(x[k]) : 0;
+        } else if (job->x_tiles) {
+            float *tiles = (float *)job->x_tiles;
+            for (int k = 0; k < K; k++) tiles[tile_index(n, K, t, k)] = x[k];
         } else {
             size_t b = (size_t)t * (K / QUANT_BLOCK);
             job->path->quantize_row((int8_t *)job->xq.q + (size_t)t * K, (float *)job->xq.scale + b,
@@ -207,40 +212,42 @@ static void prepare_part(void *arg, int part, int n_parts) {
 static bool quantized(const Matrix *w) { return w->type == WEIGHT_Q8 || w->type == WEIGHT_Q4; }
 static bool bf16_math(const Matrix *w) { return w->type == WEIGHT_BF16 && w->math == MATH_BF16; }
 
-/* Prepares the activations the format needs into `buffer` (freed by the caller). */
-static void *prepare(MatmulJob *job, ThreadPool *pool) {
+/* Prepares the activations the format needs in the pool's scratch memory;
+ * one token's fp32 tile is x itself. */
+static void prepare(MatmulJob *job, ThreadPool *pool) {
+    if (!quantized(job->w) && job->w->layout != LAYOUT_GROUPED)
+        die("matmul: a %s matrix in the row-major layout of a file (matrix_grouped makes the product's layout)",
+            weight_type_name(job->w->type));
     size_t n = (size_t)job->n_tokens * (size_t)job->w->cols;
-    void *buffer = NULL;
     if (quantized(job->w)) {
         size_t blocks = n / QUANT_BLOCK;
-        buffer = xcalloc_aligned(1, blocks * (sizeof(float) + sizeof(int32_t)) + n);
+        void *buffer = pool_scratch(pool, blocks * (sizeof(float) + sizeof(int32_t)) + n);
         job->xq.scale = buffer;
         job->xq.sum = (int32_t *)((float *)buffer + blocks);
         job->xq.q = (int8_t *)(job->xq.sum + blocks);
     } else if (bf16_math(job->w)) {
-        buffer = xcalloc_aligned(n, sizeof(uint16_t));
-        job->x_bf16 = buffer;
+        job->x_bf16 = pool_scratch(pool, (size_t)job->n_tokens * (((size_t)job->w->cols + 1) / 2) * 2 * sizeof(uint16_t));
+    } else if (job->n_tokens == 1) {
+        job->x_tiles = job->x;
+        return;
+    } else {
+        job->x_tiles = pool_scratch(pool, n * sizeof(float));
     }
-    if (buffer) {
-        int parts = job->n_tokens < pool_size(pool) ? job->n_tokens : pool_size(pool);
-        pool_run_parts(pool, parts, prepare_part, job);
-    }
-    return buffer;
+    int parts = job->n_tokens < pool_size(pool) ? job->n_tokens : pool_size(pool);
+    pool_run_parts(pool, parts, prepare_part, job);
 }
 
 void matmul(float *out, const float *x, const Matrix *w, int n_tokens, ThreadPool *pool) {
     MatmulJob job = {.path = path(), .w = w, .x = x, .n_tokens = n_tokens, .out = out};
-    void *buffer = prepare(&job, pool);
+    prepare(&job, pool);
     pool_run_parts(pool, parts_for(w->rows, pool), matmul_part, &job);
-    free(buffer);
 }
 
 void matmul_plain(float *out, const float *x, const Matrix *w, int n_tokens) {
     ThreadPool *one = pool_new(1);
     MatmulJob job = {.path = &kernels_plain, .w = w, .x = x, .n_tokens = n_tokens, .out = out};
-    void *buffer = prepare(&job, one);
+    prepare(&job, one);
     matmul_part(&job, 0, 1);
-    free(buffer);
     pool_free(one);
 }
 
@@ -280,9 +287,14 @@ void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool) {
 
 /* ---- conversions made at load time ---- */
 
-/* W[r][k] of any matrix as a float. */
+/* Where weight (r, k) is in a f32, f16 or bf16 matrix of either layout. */
+static size_t stored_index(const Matrix *w, int r, int k) {
+    return w->layout == LAYOUT_ROWS ? (size_t)r * (size_t)w->cols + (size_t)k : grouped_index(w, r, k);
+}
+
+/* W[r][k] of any matrix, in either layout, as a float. */
 static float weight_at(const Matrix *w, int r, int k) {
-    size_t i = (size_t)r * (size_t)w->cols + (size_t)k;
+    size_t i = w->type == WEIGHT_Q8 || w->type == WEIGHT_Q4 ? 0 : stored_index(w, r, k);
     switch (w->type) {
     case WEIGHT_F32: return ((const float *)w->data)[i];
     case WEIGHT_F16: return f16_to_f32(((const uint16_t *)w->data)[i]);
@@ -302,20 +314,51 @@ typedef struct {
     Matrix *dst;
 } ConvertJob;
 
-static void to_f32_part(void *arg, int part, int n_parts) {
+/* Each weight of the parts' rows copied to its place in dst's grouped
+ * layout (and a bf16 row's missing last column set to 0): as stored, or
+ * widened when dst is f32. */
+static void to_grouped_part(void *arg, int part, int n_parts) {
     ConvertJob *job = arg;
-    int r0, r1;
-    part_rows(job->src->rows, part, n_parts, &r0, &r1);
-    float *out = job->dst->owned;
-    for (int r = r0; r < r1; r++) matrix_row(out + (size_t)r * job->src->cols, job->src, r);
+    const Matrix *src = job->src, *dst = job->dst;
+    int r0, r1, K = src->cols;
+    part_rows(src->rows, part, n_parts, &r0, &r1);
+    for (int r = r0; r < r1; r++) {
+        if (dst->type == WEIGHT_F32) {
+            float *to = (float *)dst->owned + grouped_index(dst, r, 0);
+            for (int k = 0; k < K; k++) to[(size_t)k * ROW_GROUP] = weight_at(src, r, k);
+        } else {  /* f16 or bf16 as a file stores them: the common case, kept quick */
+            const uint16_t *from = (const uint16_t *)src->data + (size_t)r * (size_t)K;
+            uint16_t *to = (uint16_t *)dst->owned + grouped_index(dst, r, 0);
+            if (dst->type == WEIGHT_BF16)
+                for (int k = 0; k < K + K % 2; k++) to[(size_t)(k / 2) * 2 * ROW_GROUP + (size_t)(k % 2)] = k < K ? from[k] : 0;
+            else
+                for (int k = 0; k < K; k++) to[(size_t)k * ROW_GROUP] = from[k];
+        }
+    }
+}
+
+/* A grouped matrix of `type` filled from src; the padding rows of the last
+ * group are 0. */
+static Matrix grouped_copy(const Matrix *src, WeightType type, ThreadPool *pool) {
+    Matrix m = {type, src->rows, src->cols, NULL, NULL, NULL, src->math, LAYOUT_GROUPED};
+    size_t bytes = matrix_bytes(&m), last_group = bytes / row_groups(src->rows);
+    m.owned = xmalloc_huge(bytes);
+    memset((char *)m.owned + bytes - last_group, 0, last_group);
+    m.data = m.owned;
+    ConvertJob job = {src, &m};
+    pool_run_parts(pool, parts_for(src->rows, pool), to_grouped_part, &job);
+    return m;
+}
+
+Matrix matrix_grouped(const Matrix *src, ThreadPool *pool) {
+    if (src->layout != LAYOUT_ROWS || src->type == WEIGHT_Q8 || src->type == WEIGHT_Q4)
+        die("matrix_grouped: a %s matrix that is grouped already", weight_type_name(src->type));
+    return grouped_copy(src, src->type, pool);
 }
 
 Matrix matrix_to_f32(const Matrix *src, ThreadPool *pool) {
-    Matrix m = {WEIGHT_F32, src->rows, src->cols, NULL, NULL, NULL, MATH_EXACT};
-    m.owned = xmalloc_huge((size_t)src->rows * (size_t)src->cols * sizeof(float));
-    m.data = m.owned;
-    ConvertJob job = {src, &m};
-    pool_run_parts(pool, parts_for(src->rows, pool), to_f32_part, &job);
+    Matrix m = grouped_copy(src, WEIGHT_F32, pool);
+    m.math = MATH_EXACT;
     return m;
 }
 
@@ -415,7 +458,7 @@ static void to_quant_part(void *arg, int part, int n_parts) {
 /* One allocation, zeroed (the padding rows of the last group stay 0 weights
  * with 0 scales): the weights, then the scales. */
 static Matrix quantize(const Matrix *src, WeightType type, ThreadPool *pool) {
-    Matrix m = {type, src->rows, src->cols, NULL, NULL, NULL, MATH_EXACT};
+    Matrix m = {type, src->rows, src->cols, NULL, NULL, NULL, MATH_EXACT, LAYOUT_GROUPED};
     size_t padded = row_groups(src->rows) * ROW_GROUP * (size_t)src->cols;
     size_t data_bytes = type == WEIGHT_Q8 ? padded : padded / 2;
     m.owned = xmalloc_huge(data_bytes + padded / QUANT_BLOCK * sizeof(uint16_t));

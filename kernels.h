@@ -11,13 +11,15 @@
  *
  * Exactness. Formats whose activations stay fp32 (weights f32, f16, bf16)
  * give the same bits on every path, for any thread count, for a token alone
- * or in a block. Every such dot product w . x over k = 0..K-1 is summed in
- * one order, the "16-lane order": lane l (0..15) accumulates with fused
- * multiply-adds, acc[l] = fma(w[k], x[k], acc[l]), the k with k = l (mod 16)
- * in increasing k; then the lanes are added as a halving tree:
+ * or in a block. Every such dot product w . x is summed in one order, the
+ * order of k: acc = 0, then acc = fma(w[k], x[k], acc) for k = 0 .. K-1.
+ * (The kernels keep it by putting 16 rows, not 16 values of k, in a
+ * vector's lanes: see the grouped layouts below.) Attention, SwiGLU and
+ * softmax use one e^x (see kernel_exp in kernels_path.h), the "16-lane
+ * order" for their sums (lane l of 16 accumulates, in increasing k, the
+ * k with k = l (mod 16); then a halving tree adds the lanes:
  * s8[l] = acc[l] + acc[l+8], s4[l] = s8[l] + s8[l+4], s2[l] = s4[l] + s4[l+2],
- * result = s2[0] + s2[1]. Attention, SwiGLU and softmax use one e^x (see
- * kernel_exp in kernels_path.h) and orders stated at attend().
+ * result = s2[0] + s2[1]) and the orders stated at attend().
  *
  * Quantized formats (q8, q4) multiply integers: each token's activations are
  * rounded per block of 32 to int8 (scale = max |x| / 127), each block's dot
@@ -28,9 +30,10 @@
  *
  * bf16 arithmetic (Matrix.math = MATH_BF16, for bf16 weights): activations
  * rounded to bf16 (to nearest even), products accumulated in fp32 in pairs
- * as the AVX-512 BF16 dot product does: lane l of each 32-element chunk
- * takes elements 2l+1 then 2l, acc = acc + w*x with exact products, lanes
- * added by the halving tree. Faster with AVX-512 BF16, less exact. */
+ * as the AVX-512 BF16 dot product does: over the column pairs (2c, 2c+1) in
+ * order (a missing last column counts as 0 x 0), acc = acc + w[2c+1] x[2c+1],
+ * then acc = acc + w[2c] x[2c], with exact products. Faster with AVX-512
+ * BF16, less exact. */
 #ifndef KERNELS_H
 #define KERNELS_H
 
@@ -47,11 +50,21 @@ typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_Q8, WEIGHT_Q4 } Weigh
  * activations rounded to bf16 (see above). */
 typedef enum { MATH_EXACT, MATH_BF16 } MathMode;
 
-/* Quantized layouts (q8, q4). Columns split into blocks of QUANT_BLOCK, each
- * with an f16 scale per row; rows come in groups of ROW_GROUP (the last
- * group zero-padded), stored interleaved so that one 64-byte load holds 4
- * consecutive columns of all 16 rows of a group, the shape the integer dot
- * products (vpdpbusd: 4 byte products into each 32-bit lane) consume:
+/* Layouts. A matrix as a checkpoint stores it is row-major: [rows][cols].
+ * The products need the "grouped" layouts below, made at load time: rows
+ * come in groups of ROW_GROUP (the last group zero-padded), a group's rows
+ * side by side, so that one vector load holds the same column(s) of all 16
+ * rows; each lane then computes one row's dot product in the order of k.
+ *   f32, f16: data [group][col][row 0..15].
+ *   bf16: data [group][col pair][row 0..15][2]: columns 2c and 2c+1 of a
+ *       row side by side (the 32 bits the AVX-512 BF16 dot product takes;
+ *       widening to fp32 is then a shift for 2c and a mask for 2c+1); when
+ *       cols is odd the last pair's second value is 0.
+ *   q8 and q4 (always grouped): columns split into blocks of QUANT_BLOCK,
+ *       each with an f16 scale per row, stored interleaved so that one
+ *       64-byte load holds 4 consecutive columns of all 16 rows of a group,
+ *       the shape the integer dot products (vpdpbusd: 4 byte products into
+ *       each 32-bit lane) consume:
  *   q8: data [group][block][k4 0..7][row 0..15][4] int8 q, w = q * scale,
  *       q in -127..127; 512 bytes per group and block.
  *   q4: data [group][block][k4 0..3][row 0..15][4] bytes; the low nibble of
@@ -62,39 +75,44 @@ typedef enum { MATH_EXACT, MATH_BF16 } MathMode;
 enum { QUANT_BLOCK = 32, ROW_GROUP = 16 };
 #define Q8_BLOCK QUANT_BLOCK
 
+typedef enum { LAYOUT_GROUPED, LAYOUT_ROWS } Layout;
+
 typedef struct {
     WeightType type;
     int rows, cols;
-    const void *data;        /* f32/f16/bf16: [rows][cols] (float or uint16_t); q8/q4: see above */
+    const void *data;        /* see the layouts above */
     const uint16_t *scales;  /* q8/q4: f16 scales, see above */
     void *owned;             /* memory this matrix allocated (converted copies), else NULL */
     MathMode math;           /* bf16 weights: MATH_BF16 rounds activations to bf16 */
+    Layout layout;           /* f32/f16/bf16: LAYOUT_ROWS as a file stores them; products need LAYOUT_GROUPED */
 } Matrix;
 
 const char *weight_type_name(WeightType t);
 
-/* Bytes of memory the matrix's weights occupy. */
+/* Bytes of memory the matrix's weights occupy (with a group's padding). */
 size_t matrix_bytes(const Matrix *m);
 
 /* out[t][r] = sum over k of w[r][k] * x[t][k], for t < n_tokens and r < w->rows.
- * x is [n_tokens][w->cols], out is [n_tokens][w->rows]. */
+ * x is [n_tokens][w->cols], out is [n_tokens][w->rows]; w is grouped. */
 void matmul(float *out, const float *x, const Matrix *w, int n_tokens, ThreadPool *pool);
 
 /* The same product on the plain C path, one scalar at a time: the
  * definition that the SIMD kernels follow, bit for bit. */
 void matmul_plain(float *out, const float *x, const Matrix *w, int n_tokens);
 
-/* out[k] = w[row][k] widened to float: an embedding lookup. */
+/* out[k] = w[row][k] widened to float (any layout): an embedding lookup. */
 void matrix_row(float *out, const Matrix *w, int row);
 
-/* A copy of src converted to f32, or quantized to q8 or q4 (cols must be a
- * multiple of QUANT_BLOCK); the copy owns its memory.
+/* Grouped copies of src that own their memory: of a row-major f32, f16 or
+ * bf16 matrix in its format (matrix_grouped); of any matrix converted to
+ * f32, or quantized to q8 or q4 (cols must be a multiple of QUANT_BLOCK).
  * Per block, the scale d (rounded to f16) is the one among a few candidates
  * that gives the least squared error sum (w - d q)^2 over the block, with
  * q = clamp(round(w / d)):
  *   q8: d = max|w| / 127, q in -127..127;
  *   q4: d = M / {-8, -7.5, -8.5, -9}, M the weight of largest magnitude
  *       (signed), q in -8..7. */
+Matrix matrix_grouped(const Matrix *src, ThreadPool *pool);
 Matrix matrix_to_f32(const Matrix *src, ThreadPool *pool);
 Matrix matrix_to_q8(const Matrix *src, ThreadPool *pool);
 Matrix matrix_to_q4(const Matrix *src, ThreadPool *pool);

@@ -1,6 +1,7 @@
 /* kernels_avx2.c - the AVX2 + FMA + F16C path (built with those flags, run
- * only on CPUs that have them). Vectors of 8 floats; the 16 lanes of the
- * 16-lane order are two vectors, `lo` (lanes 0..7) and `hi` (lanes 8..15). */
+ * only on CPUs that have them). Vectors of 8 floats: in the products, rows
+ * 0..7 and 8..15 of a group; in attention and softmax, the 16 lanes of the
+ * 16-lane order as two vectors, `lo` (lanes 0..7) and `hi` (lanes 8..15). */
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #include <stdlib.h>
@@ -25,209 +26,165 @@ static __m256 load_partial(const float *x, int n) {
     return _mm256_loadu_ps(v);
 }
 
-/* Eight weights W[i..i+8) widened to floats. */
-INLINE __m256 load8(WeightType type, const void *data, size_t i) {
+/* ---- the float formats: lanes are rows of a group (grouped layouts,
+ * kernels.h), rows 0..7 in `lo` vectors and 8..15 in `hi`; each lane one
+ * row's chain of FMAs in the order of k. A tile of P groups x T tokens (up
+ * to 4 of a tile of activations, whose width is ldx) widens each weight
+ * vector once and uses it for the T tokens, whose x[k] it broadcasts. ---- */
+
+enum { MAX_P = 2, SUB_T = 4 };
+
+/* Columns 2c and 2c+1 of a group's rows, widened: v[0], v[1] the lo and hi
+ * of column 2c, v[2], v[3] of column 2c+1. */
+INLINE void load_pair(WeightType type, const char *group, int c, __m256 v[4]) {
     switch (type) {
-    case WEIGHT_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)data + i)));
-    case WEIGHT_BF16: {
-        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)data + i));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    }
-    default: return _mm256_loadu_ps((const float *)data + i);
-    }
-}
-
-/* Weights W[r][k .. min(k + 8, K)) widened, zero-padded. */
-static __m256 load8_tail(const Matrix *w, int r, int k) {
-    float v[8] = {0};
-    size_t i = (size_t)r * w->cols;
-    for (int j = 0; k + j < w->cols && j < 8; j++) {
-        size_t at = i + (size_t)(k + j);
-        v[j] = w->type == WEIGHT_F32 ? ((const float *)w->data)[at]
-               : w->type == WEIGHT_F16 ? f16_to_f32(((const uint16_t *)w->data)[at])
-                                       : bf16_to_f32(((const uint16_t *)w->data)[at]);
-    }
-    return _mm256_loadu_ps(v);
-}
-
-static size_t element_size(WeightType type) { return type == WEIGHT_F32 ? 4 : 2; }
-
-/* ---- fp32 activations ---- */
-
-/* Matrix-vector (one token): R rows at a time straight from the weights.
- * Decoding is bound by memory bandwidth: while these rows are read, the
- * next R rows are prefetched at the same pace. */
-INLINE void matvec_rows(WeightType type, const Matrix *w, int r, int R, const float *x, float *y) {
-    int K = w->cols, k16 = K & ~15;
-    size_t esize = element_size(type), step_bytes = (size_t)R * 16 * esize;
-    const char *next = (const char *)w->data + (size_t)(r + R) * K * esize;
-    __m256 lo[4], hi[4];
-    for (int j = 0; j < R; j++) lo[j] = hi[j] = _mm256_setzero_ps();
-    for (int k = 0; k < k16; k += 16) {
-        for (size_t at = 0; at < step_bytes; at += 64) _mm_prefetch(next + (size_t)k / 16 * step_bytes + at, _MM_HINT_T0);
-        __m256 xl = _mm256_loadu_ps(x + k), xh = _mm256_loadu_ps(x + k + 8);
-        for (int j = 0; j < R; j++) {
-            size_t i = (size_t)(r + j) * K + k;
-            lo[j] = _mm256_fmadd_ps(load8(type, w->data, i), xl, lo[j]);
-            hi[j] = _mm256_fmadd_ps(load8(type, w->data, i + 8), xh, hi[j]);
+    case WEIGHT_BF16:
+        for (int h = 0; h < 2; h++) {
+            __m256i pairs = _mm256_loadu_si256((const __m256i *)(group + (size_t)c * 64 + h * 32));
+            v[h] = _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16));
+            v[2 + h] = _mm256_castsi256_ps(_mm256_and_si256(pairs, _mm256_set1_epi32((int)0xFFFF0000u)));
         }
-    }
-    if (k16 < K) {
-        __m256 xl = load_partial(x + k16, K - k16), xh = load_partial(x + k16 + 8, K - k16 - 8);
-        for (int j = 0; j < R; j++) {
-            lo[j] = _mm256_fmadd_ps(load8_tail(w, r + j, k16), xl, lo[j]);
-            hi[j] = _mm256_fmadd_ps(load8_tail(w, r + j, k16 + 8), xh, hi[j]);
-        }
-    }
-    for (int j = 0; j < R; j++) y[r + j] = hsum16(lo[j], hi[j]);
-}
-
-INLINE void matvec_range(WeightType type, const Matrix *w, const float *x, float *y, int r0, int r1) {
-    int r = r0;
-    for (; r + 4 <= r1; r += 4) matvec_rows(type, w, r, 4, x, y);
-    for (; r < r1; r++) matvec_rows(type, w, r, 1, x, y);
-}
-
-/* Matrix-matrix (a block of tokens). TILE_R rows at a time, the weights are
- * widened once into a float panel, KC columns at a time, and reused for
- * every token. A register tile of TILE_R rows x TILE_T tokens x 2 halves
- * keeps 12 accumulators busy. They persist in memory between column chunks,
- * so every sum still runs over k in order, exactly as in matvec. */
-enum { TILE_R = 3, TILE_T = 2, KC = 512, TOKEN_BLOCK = 64 };
-
-/* panel[k/16][j][0..16) = W[r+j][k0+k .. k0+k+16), zero-padded past the rows' end. */
-static void pack_panel(const Matrix *w, int r, int R, int k0, int kc, float *panel) {
-    for (int j = 0; j < R; j++) {
-        size_t row = (size_t)(r + j) * w->cols + k0;
-        for (int k = 0; k < kc; k += 8) {
-            __m256 v;
-            if (k + 8 <= kc) {
-                switch (w->type) {
-                case WEIGHT_F16: v = load8(WEIGHT_F16, w->data, row + k); break;
-                case WEIGHT_BF16: v = load8(WEIGHT_BF16, w->data, row + k); break;
-                default: v = load8(WEIGHT_F32, w->data, row + k); break;
-                }
-            } else {
-                v = load8_tail(w, r + j, k0 + k);
-            }
-            _mm256_store_ps(panel + ((size_t)(k / 16) * R + j) * 16 + k % 16, v);
-        }
-        if (kc % 16 != 0 && kc % 16 <= 8) _mm256_store_ps(panel + ((size_t)(kc / 16) * R + j) * 16 + 8, _mm256_setzero_ps());
-    }
-}
-
-/* acc[t][j] (16 floats) += panel row j times token t over a chunk of kc. */
-INLINE void tile(int R, int T, const float *panel, const float *x, size_t ldx, int kc, float *acc) {
-    __m256 a[TILE_T][TILE_R][2];
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < R; j++)
-            for (int h = 0; h < 2; h++) a[t][j][h] = _mm256_load_ps(acc + ((size_t)t * R + j) * 16 + h * 8);
-    for (int k = 0; k < kc; k += 16) {
-        __m256 xv[TILE_T][2];
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < 2; h++)
-                xv[t][h] = k + h * 8 + 8 <= kc ? _mm256_loadu_ps(x + t * ldx + k + h * 8)
-                                               : load_partial(x + t * ldx + k + h * 8, kc - k - h * 8);
-        for (int j = 0; j < R; j++)
-            for (int h = 0; h < 2; h++) {
-                __m256 wv = _mm256_load_ps(panel + ((size_t)(k / 16) * R + j) * 16 + h * 8);
-                /* Keeps wv in a register: otherwise gcc folds this load into
-                 * each FMA below and loads it T times. */
-                __asm__("" : "+x"(wv));
-                for (int t = 0; t < T; t++) a[t][j][h] = _mm256_fmadd_ps(wv, xv[t][h], a[t][j][h]);
-            }
-    }
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < R; j++)
-            for (int h = 0; h < 2; h++) _mm256_store_ps(acc + ((size_t)t * R + j) * 16 + h * 8, a[t][j][h]);
-}
-
-static void tile_dispatch(int R, int T, const float *panel, const float *x, size_t ldx, int kc, float *acc) {
-    if (R == TILE_R && T == TILE_T) tile(TILE_R, TILE_T, panel, x, ldx, kc, acc);
-    else if (R == TILE_R) tile(TILE_R, 1, panel, x, ldx, kc, acc);
-    else if (T == TILE_T) tile(1, TILE_T, panel, x, ldx, kc, acc);
-    else tile(1, 1, panel, x, ldx, kc, acc);
-}
-
-static void gemm(const Matrix *w, const float *X, int n, float *Y, int r0, int r1) {
-    _Alignas(32) float panel[TILE_R * KC];
-    _Alignas(32) float acc[TOKEN_BLOCK * TILE_R * 16];
-    int K = w->cols;
-    for (int t0 = 0; t0 < n; t0 += TOKEN_BLOCK) {
-        int tn = n - t0 < TOKEN_BLOCK ? n - t0 : TOKEN_BLOCK;
-        for (int r = r0; r < r1;) {
-            int R = r1 - r >= TILE_R ? TILE_R : 1;
-            memset(acc, 0, sizeof acc);
-            for (int k0 = 0; k0 < K; k0 += KC) {
-                int kc = K - k0 < KC ? K - k0 : KC;
-                pack_panel(w, r, R, k0, kc, panel);
-                for (int t = 0; t < tn; t += TILE_T) {
-                    int T = tn - t < TILE_T ? tn - t : TILE_T;
-                    tile_dispatch(R, T, panel, X + (size_t)(t0 + t) * K + k0, (size_t)K, kc, acc + (size_t)t * R * 16);
-                }
-            }
-            for (int t = 0; t < tn; t++)
-                for (int j = 0; j < R; j++) {
-                    const float *a = acc + ((size_t)t * R + j) * 16;
-                    Y[(size_t)(t0 + t) * w->rows + r + j] = hsum16(_mm256_load_ps(a), _mm256_load_ps(a + 8));
-                }
-            r += R;
-        }
-    }
-}
-
-static void matmul_float(float *out, const float *x, const Matrix *w, int n, int r0, int r1) {
-    if (n > 1) {
-        gemm(w, x, n, out, r0, r1);
         return;
+    case WEIGHT_F16:
+        for (int i = 0; i < 4; i++) v[i] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + (size_t)c * 64 + i * 16)));
+        return;
+    default:
+        for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps((const float *)(group + (size_t)c * 128 + i * 32));
     }
-    switch (w->type) {
-    case WEIGHT_F16: matvec_range(WEIGHT_F16, w, x, out, r0, r1); break;
-    case WEIGHT_BF16: matvec_range(WEIGHT_BF16, w, x, out, r0, r1); break;
-    default: matvec_range(WEIGHT_F32, w, x, out, r0, r1); break;
+}
+
+/* Column 2c alone (the last one of an odd count): v[0] lo, v[1] hi. */
+INLINE void load_first(WeightType type, const char *group, int c, __m256 v[2]) {
+    for (int h = 0; h < 2; h++)
+        switch (type) {
+        case WEIGHT_BF16:
+            v[h] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(group + (size_t)c * 64 + h * 32)), 16));
+            break;
+        case WEIGHT_F16: v[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + (size_t)c * 64 + h * 16))); break;
+        default: v[h] = _mm256_loadu_ps((const float *)(group + (size_t)c * 128 + h * 32));
+        }
+}
+
+/* A tile's sums to out (token t's rows at out + t * ldo), the rows from
+ * the tile's first row to the end of the range being rows_left. */
+INLINE void store_tile(int P, int T, __m256 acc[][MAX_P][2], float *out, size_t ldo, int rows_left) {
+    for (int t = 0; t < T; t++)
+        for (int p = 0; p < P; p++)
+            for (int h = 0; h < 2; h++) {
+                int rows = rows_left - 16 * p - 8 * h;
+                float *o = out + (size_t)t * ldo + 16 * p + 8 * h;
+                if (rows >= 8) {
+                    _mm256_storeu_ps(o, acc[t][p][h]);
+                } else if (rows > 0) {
+                    float v[8];
+                    _mm256_storeu_ps(v, acc[t][p][h]);
+                    memcpy(o, v, (size_t)rows * sizeof(float));
+                }
+            }
+}
+
+INLINE void float_tile(WeightType type, int P, int T, const char *groups, size_t gbytes, const float *xt, int ldx, int K,
+                       float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
+    __m256 acc[SUB_T][MAX_P][2];
+    for (int t = 0; t < T; t++)
+        for (int p = 0; p < P; p++) acc[t][p][0] = acc[t][p][1] = _mm256_setzero_ps();
+    int pairs = K / 2, due = 0;
+    for (int c = 0; c < pairs; c++) {
+        prefetch = prefetch_step(prefetch, lines, pairs, &due);
+        __m256 v[MAX_P][4];
+        for (int p = 0; p < P; p++) load_pair(type, groups + p * gbytes, c, v[p]);
+        const float *x = xt + (size_t)2 * c * ldx;
+        for (int half = 0; half < 2; half++)
+            for (int t = 0; t < T; t++) {
+                __m256 xv = _mm256_set1_ps(x[half * ldx + t]);
+                for (int p = 0; p < P; p++)
+                    for (int h = 0; h < 2; h++) acc[t][p][h] = _mm256_fmadd_ps(v[p][2 * half + h], xv, acc[t][p][h]);
+            }
     }
-}
-
-/* ---- bf16 arithmetic, without the BF16 instruction: each 32-bit pair of
- * bf16 split into its odd element (the high half) and even one (the low
- * half shifted up), odd first; products of bf16 are exact, so the fma is
- * the instruction's add. ---- */
-
-INLINE __m256 odd_half(__m256i v) { return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u))); }
-INLINE __m256 even_half(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
-
-/* The first n bf16 of p (at most 16), zero-padded to a vector. */
-static __m256i load_bf16_partial(const uint16_t *p, int n) {
-    uint16_t v[16] = {0};
-    memcpy(v, p, (size_t)(n <= 0 ? 0 : n > 16 ? 16 : n) * 2);
-    return _mm256_loadu_si256((const __m256i *)v);
-}
-
-INLINE __m256 pair_fma(__m256i w, __m256i x, __m256 acc) {
-    acc = _mm256_fmadd_ps(odd_half(w), odd_half(x), acc);
-    return _mm256_fmadd_ps(even_half(w), even_half(x), acc);
-}
-
-static void matmul_bf16(float *out, const uint16_t *x, const Matrix *w, int n, int r0, int r1) {
-    int K = w->cols, k32 = K & ~31;
-    const uint16_t *data = w->data;
-    for (int t = 0; t < n; t++) {
-        const uint16_t *xt = x + (size_t)t * K;
-        for (int r = r0; r < r1; r++) {
-            const uint16_t *wr = data + (size_t)r * K;
-            __m256 lo = _mm256_setzero_ps(), hi = lo;
-            for (int k = 0; k < k32; k += 32) {
-                lo = pair_fma(_mm256_loadu_si256((const __m256i *)(wr + k)), _mm256_loadu_si256((const __m256i *)(xt + k)), lo);
-                hi = pair_fma(_mm256_loadu_si256((const __m256i *)(wr + k + 16)),
-                              _mm256_loadu_si256((const __m256i *)(xt + k + 16)), hi);
-            }
-            if (k32 < K) {
-                lo = pair_fma(load_bf16_partial(wr + k32, K - k32), load_bf16_partial(xt + k32, K - k32), lo);
-                hi = pair_fma(load_bf16_partial(wr + k32 + 16, K - k32 - 16), load_bf16_partial(xt + k32 + 16, K - k32 - 16), hi);
-            }
-            out[(size_t)t * w->rows + r] = hsum16(lo, hi);
+    if (K % 2) {
+        const float *x = xt + (size_t)(K - 1) * ldx;
+        for (int p = 0; p < P; p++) {
+            __m256 v[2];
+            load_first(type, groups + p * gbytes, pairs, v);
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < 2; h++) acc[t][p][h] = _mm256_fmadd_ps(v[h], _mm256_set1_ps(x[t]), acc[t][p][h]);
         }
     }
+    store_tile(P, T, acc, out, ldo, rows_left);
+}
+
+/* float_tile with P and T known to the compiler (P = 2 only for one token). */
+INLINE void float_tiles(WeightType type, int P, int T, const char *groups, size_t gbytes, const float *xt, int ldx, int K,
+                        float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
+    if (P == 2) float_tile(type, 2, 1, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
+    else if (T == 4) float_tile(type, 1, 4, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
+    else if (T == 3) float_tile(type, 1, 3, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
+    else if (T == 2) float_tile(type, 1, 2, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
+    else float_tile(type, 1, 1, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
+}
+
+/* The groups of rows [r0, r1) times every tile of tokens, each tile in
+ * sub-tiles of at most SUB_T tokens; the next groups prefetched, shared out
+ * between the sub-tiles. */
+INLINE void float_range(WeightType type, const Matrix *w, const float *xp, int n, float *out, int r0, int r1) {
+    int K = w->cols, g_end = (r1 + ROW_GROUP - 1) / ROW_GROUP, block = token_block(K);
+    size_t gbytes = group_bytes(type, K);
+    const char *data = w->data;
+    for (int t0 = 0; t0 < n; t0 += block) {
+        int t1 = n - t0 < block ? n : t0 + block, subtiles = 0;
+        for (int t = t0; t < t1; t += TOKEN_TILE) subtiles += (tile_width(n, t) + SUB_T - 1) / SUB_T;
+        for (int g = r0 / ROW_GROUP; g < g_end;) {
+            int P = n == 1 && g + 2 <= g_end ? 2 : 1, lines = (int)((size_t)P * gbytes / 64), i = 0;
+            const char *groups = data + (size_t)g * gbytes, *next = groups + (size_t)P * gbytes;
+            for (int t = t0; t < t1; t += TOKEN_TILE) {
+                int width = tile_width(n, t), parts = (width + SUB_T - 1) / SUB_T;
+                for (int s = 0, u = 0; s < parts; s++, i++) {
+                    int T = (width - u + (parts - s) - 1) / (parts - s);  /* spread evenly: 6 = 3 + 3 */
+                    int from = lines * i / subtiles, pl = lines * (i + 1) / subtiles - from;
+                    float_tiles(type, P, T, groups, gbytes, xp + (size_t)t * K + u, width, K,
+                                out + (size_t)(t + u) * w->rows + g * ROW_GROUP, (size_t)w->rows, r1 - g * ROW_GROUP,
+                                next + (size_t)64 * from, pl);
+                    u += T;
+                }
+            }
+            g += P;
+        }
+    }
+}
+
+static void matmul_float(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
+    switch (w->type) {
+    case WEIGHT_F16: float_range(WEIGHT_F16, w, xp, n, out, r0, r1); break;
+    case WEIGHT_BF16: float_range(WEIGHT_BF16, w, xp, n, out, r0, r1); break;
+    default: float_range(WEIGHT_F32, w, xp, n, out, r0, r1); break;
+    }
+}
+
+/* ---- bf16 arithmetic, without the BF16 instruction: each pair of columns
+ * split into its second column (the high half of the 32 bits, masked) and
+ * its first (the low half shifted up), second first; products of bf16 are
+ * exact, so the fma is the instruction's add. One group, one token at a
+ * time (a fallback: CPUs with AVX-512 BF16 use the instruction). ---- */
+
+static void matmul_bf16(float *out, const uint16_t *xp, const Matrix *w, int n, int r0, int r1) {
+    int K = w->cols, pairs = (K + 1) / 2, g_end = (r1 + ROW_GROUP - 1) / ROW_GROUP;
+    size_t gbytes = group_bytes(WEIGHT_BF16, K);
+    for (int t = 0; t < n; t++)
+        for (int g = r0 / ROW_GROUP; g < g_end; g++) {
+            const char *group = (const char *)w->data + (size_t)g * gbytes;
+            __m256 acc[1][MAX_P][2] = {{{_mm256_setzero_ps(), _mm256_setzero_ps()}}};
+            for (int c = 0; c < pairs; c++) {
+                const uint16_t *x = xp + tile_index_bf16(n, K, t, 2 * c);
+                __m256 x_first = _mm256_set1_ps(bf16_to_f32(x[0])), x_second = _mm256_set1_ps(bf16_to_f32(x[1]));
+                for (int h = 0; h < 2; h++) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)(group + (size_t)c * 64 + h * 32));
+                    __m256 second = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)));
+                    __m256 first = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+                    acc[0][0][h] = _mm256_fmadd_ps(first, x_first, _mm256_fmadd_ps(second, x_second, acc[0][0][h]));
+                }
+            }
+            store_tile(1, 1, acc, out + (size_t)t * w->rows + g * ROW_GROUP, (size_t)w->rows, r1 - g * ROW_GROUP);
+        }
 }
 
 /* ---- quantized weights: lanes are rows. For 4 columns (one "step") the

@@ -1,7 +1,8 @@
 /* kernels_avx512.c - the AVX-512 path (F, BW, VL, VNNI, BF16; built with
- * those flags, run only on CPUs that have them). A vector of 16 floats is
- * exactly the 16 lanes of the 16-lane order. SwiGLU and softmax are the
- * AVX2 path's (they are not where the time goes). */
+ * those flags, run only on CPUs that have them). In the products a vector
+ * of 16 floats holds the 16 rows of a group; in attention, the 16 lanes of
+ * the 16-lane order. SwiGLU and softmax are the AVX2 path's (they are not
+ * where the time goes). */
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
     defined(__AVX512BF16__)
 #include <immintrin.h>
@@ -51,237 +52,207 @@ INLINE __m512 hsum16x16(const __m512 v[16]) {
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), s);
 }
 
-/* Weights W[i .. i + 16) widened to floats; `mask` selects the ones inside
- * the row (the rest are 0). */
-enum { FULL_MASK = 0xFFFF };
-
-INLINE __m512 load16(WeightType type, const void *data, size_t i, __mmask16 mask) {
-    if (mask == FULL_MASK) {  /* known at compile time in the main loops: plain loads */
-        switch (type) {
-        case WEIGHT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)data + i)));
-        case WEIGHT_BF16:
-            return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)data + i))), 16));
-        default: return _mm512_loadu_ps((const float *)data + i);
-        }
-    }
-    switch (type) {
-    case WEIGHT_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)data + i));
-    case WEIGHT_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, (const uint16_t *)data + i)), 16));
-    default: return _mm512_maskz_loadu_ps(mask, (const float *)data + i);
-    }
-}
-
 INLINE __mmask16 tail_mask(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
-static size_t element_size(WeightType type) { return type == WEIGHT_F32 ? 4 : 2; }
+/* ---- the float formats: lanes are the 16 rows of a group (grouped
+ * layouts, kernels.h), each lane one row's chain of FMAs in the order of k.
+ * A tile of P groups x T tokens (one tile of activations) widens each
+ * weight vector once and uses it for the T tokens, whose x[k] it
+ * broadcasts. ---- */
 
-/* ---- fp32 activations ---- */
+enum { MAX_P = 4 };
 
-/* One token: R rows at a time straight from the weights, the next R rows
- * prefetched at the same pace (decoding is bound by memory bandwidth). */
-INLINE void matvec_rows(WeightType type, const Matrix *w, int r, int R, const float *x, float *y) {
-    int K = w->cols;
-    size_t esize = element_size(type), step_bytes = (size_t)R * 16 * esize;
-    const char *next = (const char *)w->data + (size_t)(r + R) * K * esize;
-    __m512 acc[4];
-    for (int j = 0; j < R; j++) acc[j] = _mm512_setzero_ps();
-    int k = 0;
-    for (; k + 16 <= K; k += 16) {
-        for (size_t at = 0; at < step_bytes; at += 64) _mm_prefetch(next + (size_t)k / 16 * step_bytes + at, _MM_HINT_T0);
-        __m512 xv = _mm512_loadu_ps(x + k);
-        for (int j = 0; j < R; j++) acc[j] = _mm512_fmadd_ps(load16(type, w->data, (size_t)(r + j) * K + k, FULL_MASK), xv, acc[j]);
-    }
-    if (k < K) {
-        __mmask16 mask = tail_mask(K - k);
-        __m512 xv = _mm512_maskz_loadu_ps(mask, x + k);
-        for (int j = 0; j < R; j++) acc[j] = _mm512_fmadd_ps(load16(type, w->data, (size_t)(r + j) * K + k, mask), xv, acc[j]);
-    }
-    for (int j = 0; j < R; j++) y[r + j] = hsum16(acc[j]);
-}
-
-INLINE void matvec_range(WeightType type, const Matrix *w, const float *x, float *y, int r0, int r1) {
-    int r = r0;
-    for (; r + 4 <= r1; r += 4) matvec_rows(type, w, r, 4, x, y);
-    for (; r < r1; r++) matvec_rows(type, w, r, 1, x, y);
-}
-
-/* Spreads the prefetch of `lines` cache lines from p evenly over `steps`
- * steps: at each step, prefetches the lines now due (`due` carries the
- * remainder) and returns where the next line is. */
-INLINE const char *prefetch_step(const char *p, int lines, int steps, int *due) {
-    for (*due += lines; *due >= steps && steps > 0; *due -= steps, p += 64) _mm_prefetch(p, _MM_HINT_T0);
-    return p;
-}
-
-/* A block of tokens, straight from the weights: a register tile of DR rows
- * x DT tokens over the whole row, each weight vector widened once and used
- * for DT tokens; the rows' weights stay in cache while the tokens go by. */
-enum { DR = 4, DT = 6, DIRECT_TOKEN_BLOCK = 64 };
-
-INLINE void direct_tile(WeightType type, int R, int T, const void *wdata, const float *x, int K, float *out, size_t ldo,
-                        const char *prefetch, int lines) {
-    __m512 a[DT][DR];
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < R; j++) a[t][j] = _mm512_setzero_ps();
-    int k = 0, steps = K / 16, due = 0;
-    for (; k + 16 <= K; k += 16) {
-        prefetch = prefetch_step(prefetch, lines, steps, &due);
-        __m512 wv[DR];
-        for (int j = 0; j < R; j++) wv[j] = load16(type, wdata, (size_t)j * K + k, FULL_MASK);
-        for (int t = 0; t < T; t++) {
-            __m512 xv = _mm512_loadu_ps(x + (size_t)t * K + k);
-            for (int j = 0; j < R; j++) a[t][j] = _mm512_fmadd_ps(wv[j], xv, a[t][j]);
-        }
-    }
-    if (k < K) {
-        __mmask16 mask = tail_mask(K - k);
-        __m512 wv[DR];
-        for (int j = 0; j < R; j++) wv[j] = load16(type, wdata, (size_t)j * K + k, mask);
-        for (int t = 0; t < T; t++) {
-            __m512 xv = _mm512_maskz_loadu_ps(mask, x + (size_t)t * K + k);
-            for (int j = 0; j < R; j++) a[t][j] = _mm512_fmadd_ps(wv[j], xv, a[t][j]);
-        }
-    }
-    for (int i = 0; i < R * T; i += 16) {
-        __m512 v[16];
-        float sums[16];
-        for (int m = 0; m < 16; m++) v[m] = i + m < R * T ? a[(i + m) / R][(i + m) % R] : _mm512_setzero_ps();
-        _mm512_storeu_ps(sums, hsum16x16(v));
-        for (int m = 0; m < 16 && i + m < R * T; m++) out[(size_t)((i + m) / R) * ldo + (i + m) % R] = sums[m];
-    }
-}
-
-INLINE void direct_tiles(WeightType type, int R, const Matrix *w, const float *x, int t0, int t1, float *out, int r) {
-    int K = w->cols;
-    const char *wdata = (const char *)w->data + (size_t)r * K * element_size(type);
-    /* The tiles share out the prefetch of the next rows, so that memory
-     * keeps streaming while any of them computes. */
-    size_t row_bytes = (size_t)R * K * element_size(type);
-    const char *next = (const char *)wdata + row_bytes;
-    int tiles = (t1 - t0 + DT - 1) / DT, lines = (int)((row_bytes + 63) / 64);
-    for (int i = 0, t = t0; i < tiles; i++) {
-        const float *xt = x + (size_t)t * K;
-        float *o = out + (size_t)t * w->rows + r;
-        const char *pf = next + (size_t)64 * (lines * i / tiles);
-        int pl = lines * (i + 1) / tiles - lines * i / tiles;
-        int T = (t1 - t + (tiles - i) - 1) / (tiles - i);  /* the tokens left, spread evenly over the tiles left */
-        t += T;
-        switch (T) {
-        case 6: direct_tile(type, R, 6, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
-        case 5: direct_tile(type, R, 5, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
-        case 4: direct_tile(type, R, 4, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
-        case 3: direct_tile(type, R, 3, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
-        case 2: direct_tile(type, R, 2, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
-        default: direct_tile(type, R, 1, wdata, xt, K, o, (size_t)w->rows, pf, pl); break;
-        }
-    }
-}
-
-INLINE void gemm_direct(WeightType type, const Matrix *w, const float *x, int n, float *out, int r0, int r1) {
-    for (int t0 = 0; t0 < n; t0 += DIRECT_TOKEN_BLOCK) {
-        int t1 = n - t0 < DIRECT_TOKEN_BLOCK ? n : t0 + DIRECT_TOKEN_BLOCK;
-        int r = r0;
-        for (; r + DR <= r1; r += DR) direct_tiles(type, DR, w, x, t0, t1, out, r);
-        for (; r < r1; r++) direct_tiles(type, 1, w, x, t0, t1, out, r);
-    }
-}
-
-static void matmul_float(float *out, const float *x, const Matrix *w, int n, int r0, int r1) {
-    if (n > 1) {
-        switch (w->type) {
-        case WEIGHT_F16: gemm_direct(WEIGHT_F16, w, x, n, out, r0, r1); break;
-        case WEIGHT_BF16: gemm_direct(WEIGHT_BF16, w, x, n, out, r0, r1); break;
-        default: gemm_direct(WEIGHT_F32, w, x, n, out, r0, r1); break;
-        }
+/* Columns 2c and 2c+1 of a group's rows, widened to floats. */
+INLINE void load_pair(WeightType type, const char *group, int c, __m512 *first, __m512 *second) {
+    switch (type) {
+    case WEIGHT_BF16: {
+        __m512i v = _mm512_loadu_si512(group + (size_t)c * 64);
+        *first = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        *second = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)));
         return;
     }
-    switch (w->type) {
-    case WEIGHT_F16: matvec_range(WEIGHT_F16, w, x, out, r0, r1); break;
-    case WEIGHT_BF16: matvec_range(WEIGHT_BF16, w, x, out, r0, r1); break;
-    default: matvec_range(WEIGHT_F32, w, x, out, r0, r1); break;
+    case WEIGHT_F16:
+        *first = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + (size_t)c * 64)));
+        *second = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + (size_t)c * 64 + 32)));
+        return;
+    default:
+        *first = _mm512_loadu_ps(group + (size_t)c * 128);
+        *second = _mm512_loadu_ps(group + (size_t)c * 128 + 64);
     }
 }
 
-/* ---- bf16 arithmetic: vdpbf16ps, 32 products into 16 lanes. A register
- * tile of BF_R rows x BF_T tokens runs over the whole row. ---- */
+/* Column 2c alone (the last one of an odd count). */
+INLINE __m512 load_first(WeightType type, const char *group, int c) {
+    switch (type) {
+    case WEIGHT_BF16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(group + (size_t)c * 64), 16));
+    case WEIGHT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + (size_t)c * 64)));
+    default: return _mm512_loadu_ps(group + (size_t)c * 128);
+    }
+}
 
-enum { BF_R = 4, BF_T = 6, BF_TOKEN_BLOCK = 128 };
-
-INLINE __mmask32 tail_mask32(int n) { return n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1); }
-
-INLINE __m512bh load_bh(const uint16_t *p, __mmask32 mask) { return (__m512bh)_mm512_maskz_loadu_epi16(mask, p); }
-
-INLINE void bf16_tile(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo,
-                      const char *prefetch, int lines) {
-    __m512 a[BF_T][BF_R];
+/* A tile's sums to out (token t's rows at out + t * ldo); rows_left: the
+ * rows from the tile's first row to the end of the range. */
+INLINE void store_tile(int P, int T, __m512 acc[][MAX_P], float *out, size_t ldo, int rows_left) {
     for (int t = 0; t < T; t++)
-        for (int j = 0; j < R; j++) a[t][j] = _mm512_setzero_ps();
-    int k = 0, steps = K / 32, due = 0;
-    for (; k + 32 <= K; k += 32) {
-        prefetch = prefetch_step(prefetch, lines, steps, &due);
-        __m512bh wv[BF_R];
-        for (int j = 0; j < R; j++) wv[j] = (__m512bh)_mm512_loadu_si512(w + (size_t)j * K + k);
-        for (int t = 0; t < T; t++) {
-            __m512bh xv = (__m512bh)_mm512_loadu_si512(x + (size_t)t * K + k);
-            for (int j = 0; j < R; j++) a[t][j] = _mm512_dpbf16_ps(a[t][j], wv[j], xv);
-        }
-    }
-    if (k < K) {
-        __mmask32 mask = tail_mask32(K - k);
-        __m512bh wv[BF_R];
-        for (int j = 0; j < R; j++) wv[j] = load_bh(w + (size_t)j * K + k, mask);
-        for (int t = 0; t < T; t++) {
-            __m512bh xv = load_bh(x + (size_t)t * K + k, mask);
-            for (int j = 0; j < R; j++) a[t][j] = _mm512_dpbf16_ps(a[t][j], wv[j], xv);
-        }
-    }
-    /* The sums, 16 accumulators at a time ([t][j] order). */
-    for (int i = 0; i < R * T; i += 16) {
-        __m512 v[16];
-        float sums[16];
-        for (int m = 0; m < 16; m++) v[m] = i + m < R * T ? a[(i + m) / R][(i + m) % R] : _mm512_setzero_ps();
-        _mm512_storeu_ps(sums, hsum16x16(v));
-        for (int m = 0; m < 16 && i + m < R * T; m++) out[(size_t)((i + m) / R) * ldo + (i + m) % R] = sums[m];
-    }
+        for (int p = 0; p < P && rows_left - 16 * p > 0; p++)
+            _mm512_mask_storeu_ps(out + (size_t)t * ldo + 16 * p, tail_mask(rows_left - 16 * p), acc[t][p]);
 }
 
-/* bf16_tile with the token count T (1..BF_T) known to the compiler. */
-INLINE void bf16_tiles(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo,
-                       const char *prefetch, int lines) {
+INLINE void float_tile(WeightType type, int P, int T, const char *groups, size_t gbytes, const float *xt, int K,
+                       float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
+    __m512 acc[TOKEN_TILE][MAX_P];
+    for (int t = 0; t < T; t++)
+        for (int p = 0; p < P; p++) acc[t][p] = _mm512_setzero_ps();
+    int pairs = K / 2, due = 0;
+    for (int c = 0; c < pairs; c++) {
+        prefetch = prefetch_step(prefetch, lines, pairs, &due);
+        __m512 first[MAX_P], second[MAX_P];
+        for (int p = 0; p < P; p++) load_pair(type, groups + p * gbytes, c, &first[p], &second[p]);
+        const float *x = xt + (size_t)2 * c * T;
+        for (int t = 0; t < T; t++) {
+            __m512 xv = _mm512_set1_ps(x[t]);
+            for (int p = 0; p < P; p++) acc[t][p] = _mm512_fmadd_ps(first[p], xv, acc[t][p]);
+        }
+        for (int t = 0; t < T; t++) {
+            __m512 xv = _mm512_set1_ps(x[T + t]);
+            for (int p = 0; p < P; p++) acc[t][p] = _mm512_fmadd_ps(second[p], xv, acc[t][p]);
+        }
+    }
+    if (K % 2) {
+        const float *x = xt + (size_t)(K - 1) * T;
+        for (int p = 0; p < P; p++) {
+            __m512 wv = load_first(type, groups + p * gbytes, pairs);
+            for (int t = 0; t < T; t++) acc[t][p] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t]), acc[t][p]);
+        }
+    }
+    store_tile(P, T, acc, out, ldo, rows_left);
+}
+
+/* float_tile with the token count T (1..TOKEN_TILE) known to the compiler;
+ * P = 4 only for T <= 2. */
+INLINE void float_tiles(WeightType type, int P, int T, const char *groups, size_t gbytes, const float *xt, int K,
+                        float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
+    if (P == 4) {
+        if (T == 1) float_tile(type, 4, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines);
+        else float_tile(type, 4, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines);
+        return;
+    }
     switch (T) {
-    case 6: bf16_tile(R, 6, w, x, K, out, ldo, prefetch, lines); return;
-    case 5: bf16_tile(R, 5, w, x, K, out, ldo, prefetch, lines); return;
-    case 4: bf16_tile(R, 4, w, x, K, out, ldo, prefetch, lines); return;
-    case 3: bf16_tile(R, 3, w, x, K, out, ldo, prefetch, lines); return;
-    case 2: bf16_tile(R, 2, w, x, K, out, ldo, prefetch, lines); return;
-    default: bf16_tile(R, 1, w, x, K, out, ldo, prefetch, lines); return;
+    case 12: float_tile(type, P, 12, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 11: float_tile(type, P, 11, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 10: float_tile(type, P, 10, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 9: float_tile(type, P, 9, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 8: float_tile(type, P, 8, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 7: float_tile(type, P, 7, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 6: float_tile(type, P, 6, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 5: float_tile(type, P, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 4: float_tile(type, P, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 3: float_tile(type, P, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 2: float_tile(type, P, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    default: float_tile(type, P, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
     }
 }
 
-static void bf16_tile_dispatch(int R, int T, const uint16_t *w, const uint16_t *x, int K, float *out, size_t ldo,
-                               const char *prefetch, int lines) {
-    if (R == BF_R) bf16_tiles(BF_R, T, w, x, K, out, ldo, prefetch, lines);
-    else bf16_tiles(1, T, w, x, K, out, ldo, prefetch, lines);
+/* The groups of rows [r0, r1) times every tile of tokens: P groups at a time
+ * (4 for one or two tokens: memory bound, more rows in flight; else 2), the
+ * next P groups prefetched, shared out between the tiles. */
+INLINE void float_range(WeightType type, const Matrix *w, const float *xp, int n, float *out, int r0, int r1) {
+    int K = w->cols;
+    size_t gbytes = group_bytes(type, K);
+    const char *data = w->data;
+    int g_end = (r1 + ROW_GROUP - 1) / ROW_GROUP, block = token_block(K);
+    for (int t0 = 0; t0 < n; t0 += block) {
+        int t1 = n - t0 < block ? n : t0 + block, tiles = (t1 - t0 + TOKEN_TILE - 1) / TOKEN_TILE;
+        for (int g = r0 / ROW_GROUP; g < g_end;) {
+            int P = n <= 2 ? 4 : 2;
+            if (g + P > g_end) P = 1;
+            const char *groups = data + (size_t)g * gbytes, *next = groups + (size_t)P * gbytes;
+            int lines = (int)((size_t)P * gbytes / 64);
+            for (int i = 0, t = t0; t < t1; t += TOKEN_TILE, i++) {
+                int from = lines * i / tiles, pl = lines * (i + 1) / tiles - from;
+                float_tiles(type, P, tile_width(n, t), groups, gbytes, xp + (size_t)t * K, K, out + (size_t)t * w->rows + g * ROW_GROUP,
+                            (size_t)w->rows, r1 - g * ROW_GROUP, next + (size_t)64 * from, pl);
+            }
+            g += P;
+        }
+    }
 }
 
-static void matmul_bf16(float *out, const uint16_t *x, const Matrix *w, int n, int r0, int r1) {
-    int K = w->cols;
-    const uint16_t *data = w->data;
-    for (int t0 = 0; t0 < n; t0 += BF_TOKEN_BLOCK) {
-        int tn = n - t0 < BF_TOKEN_BLOCK ? n - t0 : BF_TOKEN_BLOCK;
-        for (int r = r0; r < r1;) {
-            int R = r1 - r >= BF_R ? BF_R : 1;
-            /* The block's first tile reads the rows from memory: it
-             * prefetches the next rows as it goes. */
-            const char *next = (const char *)(data + (size_t)(r + R) * K);
-            int lines = (int)(((size_t)R * K * sizeof(uint16_t) + 63) / 64);
-            for (int t = t0; t < t0 + tn; t += BF_T) {
-                int T = t0 + tn - t < BF_T ? t0 + tn - t : BF_T;
-                bf16_tile_dispatch(R, T, data + (size_t)r * K, x + (size_t)t * K, K, out + (size_t)t * w->rows + r,
-                                   (size_t)w->rows, next, t == t0 ? lines : 0);
+static void matmul_float(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
+    switch (w->type) {
+    case WEIGHT_F16: float_range(WEIGHT_F16, w, xp, n, out, r0, r1); break;
+    case WEIGHT_BF16: float_range(WEIGHT_BF16, w, xp, n, out, r0, r1); break;
+    default: float_range(WEIGHT_F32, w, xp, n, out, r0, r1); break;
+    }
+}
+
+/* ---- bf16 arithmetic: vdpbf16ps, lanes the rows of a group again; each
+ * instruction adds one column pair's two products (the pair's 32 bits of
+ * the bf16 layout times a token's pair, broadcast). ---- */
+
+INLINE void bf16_tile(int P, int T, const char *groups, size_t gbytes, const uint16_t *xt, int pairs, float *out,
+                      size_t ldo, int rows_left, const char *prefetch, int lines) {
+    __m512 acc[TOKEN_TILE][MAX_P];
+    for (int t = 0; t < T; t++)
+        for (int p = 0; p < P; p++) acc[t][p] = _mm512_setzero_ps();
+    int due = 0;
+    for (int c = 0; c < pairs; c++) {
+        prefetch = prefetch_step(prefetch, lines, pairs, &due);
+        __m512bh wv[MAX_P];
+        for (int p = 0; p < P; p++) wv[p] = (__m512bh)_mm512_loadu_si512(groups + p * gbytes + (size_t)c * 64);
+        const uint16_t *x = xt + (size_t)2 * c * T;
+        for (int t = 0; t < T; t++) {
+            int32_t word;
+            memcpy(&word, x + 2 * t, 4);
+            __m512bh xv = (__m512bh)_mm512_set1_epi32(word);
+            for (int p = 0; p < P; p++) acc[t][p] = _mm512_dpbf16_ps(acc[t][p], wv[p], xv);
+        }
+    }
+    store_tile(P, T, acc, out, ldo, rows_left);
+}
+
+/* bf16_tile with P and T known to the compiler, as float_tiles. */
+INLINE void bf16_tiles(int P, int T, const char *groups, size_t gbytes, const uint16_t *xt, int pairs, float *out,
+                       size_t ldo, int rows_left, const char *prefetch, int lines) {
+    if (P == 4) {
+        if (T == 1) bf16_tile(4, 1, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines);
+        else bf16_tile(4, 2, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines);
+        return;
+    }
+    switch (T) {
+    case 12: bf16_tile(P, 12, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 11: bf16_tile(P, 11, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 10: bf16_tile(P, 10, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 9: bf16_tile(P, 9, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 8: bf16_tile(P, 8, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 7: bf16_tile(P, 7, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 6: bf16_tile(P, 6, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 5: bf16_tile(P, 5, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 4: bf16_tile(P, 4, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 3: bf16_tile(P, 3, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 2: bf16_tile(P, 2, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    default: bf16_tile(P, 1, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    }
+}
+
+static void matmul_bf16(float *out, const uint16_t *xp, const Matrix *w, int n, int r0, int r1) {
+    int K = w->cols, pairs = (K + 1) / 2;
+    size_t gbytes = group_bytes(WEIGHT_BF16, K);
+    const char *data = w->data;
+    int g_end = (r1 + ROW_GROUP - 1) / ROW_GROUP, block = token_block(K);
+    for (int t0 = 0; t0 < n; t0 += block) {
+        int t1 = n - t0 < block ? n : t0 + block, tiles = (t1 - t0 + TOKEN_TILE - 1) / TOKEN_TILE;
+        for (int g = r0 / ROW_GROUP; g < g_end;) {
+            int P = n <= 2 ? 4 : 2;
+            if (g + P > g_end) P = 1;
+            const char *groups = data + (size_t)g * gbytes, *next = groups + (size_t)P * gbytes;
+            int lines = (int)((size_t)P * gbytes / 64);
+            for (int i = 0, t = t0; t < t1; t += TOKEN_TILE, i++) {
+                int from = lines * i / tiles, pl = lines * (i + 1) / tiles - from;
+                bf16_tiles(P, tile_width(n, t), groups, gbytes, xp + (size_t)t * pairs * 2, pairs,
+                           out + (size_t)t * w->rows + g * ROW_GROUP, (size_t)w->rows, r1 - g * ROW_GROUP, next + (size_t)64 * from, pl);
             }
-            r += R;
+            g += P;
         }
     }
 }

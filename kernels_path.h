@@ -17,15 +17,70 @@ typedef struct {
     const int32_t *sum;     /* [n][cols / QUANT_BLOCK]: sum of q over the block */
 } QuantizedRows;
 
+/* Activations of the float formats as the products take them: tokens in
+ * tiles of TOKEN_TILE (the last tile holds the rest), each tile column by
+ * column, so that a kernel broadcasts x[t][k] of the tile's tokens from
+ * consecutive addresses. For n tokens of K values, tile i starts at token
+ * TOKEN_TILE * i and holds w = tile_width(n, TOKEN_TILE * i) tokens:
+ *   fp32: at xp + TOKEN_TILE * i * K, as [k][w] (one token's is x itself);
+ *   bf16 arithmetic: at xp + TOKEN_TILE * i * pairs * 2 (pairs = (K + 1) / 2),
+ *       as [c][w][2]: x[2c] and x[2c+1] rounded to bf16 (0 for a missing
+ *       last column), the pair the weights' bf16 layout holds. */
+enum { TOKEN_TILE = 12 };
+
+static inline int tile_width(int n, int t) {
+    int first = t - t % TOKEN_TILE;
+    return n - first < TOKEN_TILE ? n - first : TOKEN_TILE;
+}
+
+static inline size_t tile_index(int n, int K, int t, int k) {
+    size_t first = (size_t)(t - t % TOKEN_TILE);
+    return first * (size_t)K + (size_t)k * (size_t)tile_width(n, t) + (size_t)(t % TOKEN_TILE);
+}
+
+static inline size_t tile_index_bf16(int n, int K, int t, int k) {
+    size_t first = (size_t)(t - t % TOKEN_TILE), pairs = ((size_t)K + 1) / 2;
+    return first * pairs * 2 + ((size_t)(k / 2) * (size_t)tile_width(n, t) + (size_t)(t % TOKEN_TILE)) * 2 + (size_t)(k % 2);
+}
+
+/* Where weight (r, k) of a grouped f32, f16 or bf16 matrix is (in values). */
+static inline size_t grouped_index(const Matrix *w, int r, int k) {
+    size_t group = (size_t)(r / ROW_GROUP), lane = (size_t)(r % ROW_GROUP);
+    if (w->type != WEIGHT_BF16) return (group * (size_t)w->cols + (size_t)k) * ROW_GROUP + lane;
+    size_t pairs = ((size_t)w->cols + 1) / 2;
+    return ((group * pairs + (size_t)(k / 2)) * ROW_GROUP + lane) * 2 + (size_t)(k % 2);
+}
+
+/* Bytes of one group of 16 rows of a grouped f32, f16 or bf16 matrix. */
+static inline size_t group_bytes(WeightType type, int K) {
+    return type == WEIGHT_F32 ? (size_t)K * 64 : type == WEIGHT_F16 ? (size_t)K * 32 : ((size_t)K + 1) / 2 * 64;
+}
+
+/* Tokens per block of a product: the block's activations (about 1 MB) stay
+ * in the cache while the groups of rows go by; a whole number of tiles. */
+static inline int token_block(int K) {
+    int block = (1 << 20) / (4 * K) / TOKEN_TILE * TOKEN_TILE;
+    return block > TOKEN_TILE ? block : TOKEN_TILE;
+}
+
+/* Spreads the prefetch of `lines` cache lines from p evenly over `steps`
+ * steps: at each step, prefetches the lines now due (`due` carries the
+ * remainder) and returns where the next line is. */
+static inline const char *prefetch_step(const char *p, int lines, int steps, int *due) {
+    for (*due += lines; *due >= steps && steps > 0; *due -= steps, p += 64) __builtin_prefetch(p, 0, 3);
+    return p;
+}
+
 /* One path's kernels. Row ranges [r0, r1) are whole row groups (r0 a
  * multiple of ROW_GROUP, r1 too unless it is w->rows). */
 typedef struct {
     const char *name;
     /* out[t][r] for r0 <= r < r1, t < n: weights f32, f16 or bf16 (math
-     * exact), activations fp32, the 16-lane order. out is [n][w->rows]. */
-    void (*matmul_float)(float *out, const float *x, const Matrix *w, int n, int r0, int r1);
-    /* The same with bf16 weights and activations already rounded to bf16. */
-    void (*matmul_bf16)(float *out, const uint16_t *x, const Matrix *w, int n, int r0, int r1);
+     * exact, grouped), activations fp32 in tiles, the order of k. out is
+     * [n][w->rows]. */
+    void (*matmul_float)(float *out, const float *xp, const Matrix *w, int n, int r0, int r1);
+    /* The same with bf16 weights and activations in bf16 tiles. */
+    void (*matmul_bf16)(float *out, const uint16_t *xp, const Matrix *w, int n, int r0, int r1);
     /* The same for q8 and q4 weights and quantized activations. */
     void (*matmul_quant)(float *out, const QuantizedRows *x, const Matrix *w, int n, int r0, int r1);
     /* One token's activations x[cols] rounded per block (cols a multiple of

@@ -6,9 +6,9 @@
 
 #include "kernels_path.h"
 
-/* W[r][k] of an f32, f16 or bf16 matrix as a float. */
+/* W[r][k] of a grouped f32, f16 or bf16 matrix as a float. */
 static float weight_at(const Matrix *w, int r, int k) {
-    size_t i = (size_t)r * (size_t)w->cols + (size_t)k;
+    size_t i = grouped_index(w, r, k);
     switch (w->type) {
     case WEIGHT_F32: return ((const float *)w->data)[i];
     case WEIGHT_F16: return f16_to_f32(((const uint16_t *)w->data)[i]);
@@ -24,32 +24,31 @@ static float dot16(const float *a, const float *b, int n) {
     return sum_lanes16(lane);
 }
 
-static void matmul_float(float *out, const float *x, const Matrix *w, int n, int r0, int r1) {
+/* Each output a chain of fused multiply-adds in the order of k. */
+static void matmul_float(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
+    int K = w->cols;
     for (int t = 0; t < n; t++)
         for (int r = r0; r < r1; r++) {
-            const float *xt = x + (size_t)t * w->cols;
-            float lane[16] = {0};
-            for (int k = 0; k < w->cols; k++) lane[k % 16] = fmaf(weight_at(w, r, k), xt[k], lane[k % 16]);
-            out[(size_t)t * w->rows + r] = sum_lanes16(lane);
+            float acc = 0;
+            for (int k = 0; k < K; k++) acc = fmaf(weight_at(w, r, k), xp[tile_index(n, K, t, k)], acc);
+            out[(size_t)t * w->rows + r] = acc;
         }
 }
 
-/* bf16 arithmetic: in each chunk of 32 elements, lane l adds the product of
- * element 2l+1, then of element 2l (products of two bf16 are exact). */
-static void matmul_bf16(float *out, const uint16_t *x, const Matrix *w, int n, int r0, int r1) {
+/* bf16 arithmetic: per column pair, the product of the second column, then
+ * of the first, added to the sum (products of two bf16 are exact; a missing
+ * last column is 0 in the weights and in the tiles). */
+static void matmul_bf16(float *out, const uint16_t *xp, const Matrix *w, int n, int r0, int r1) {
     const uint16_t *data = w->data;
     int K = w->cols;
     for (int t = 0; t < n; t++)
         for (int r = r0; r < r1; r++) {
-            const uint16_t *xt = x + (size_t)t * K, *wr = data + (size_t)r * K;
-            float lane[16] = {0};
-            for (int c = 0; c < K; c += 32)
-                for (int l = 0; l < 16; l++)
-                    for (int odd = 1; odd >= 0; odd--) {
-                        int k = c + 2 * l + odd;
-                        if (k < K) lane[l] += bf16_to_f32(wr[k]) * bf16_to_f32(xt[k]);
-                    }
-            out[(size_t)t * w->rows + r] = sum_lanes16(lane);
+            float acc = 0;
+            for (int k = 0; k < K; k += 2) {
+                acc += bf16_to_f32(data[grouped_index(w, r, k + 1)]) * bf16_to_f32(xp[tile_index_bf16(n, K, t, k + 1)]);
+                acc += bf16_to_f32(data[grouped_index(w, r, k)]) * bf16_to_f32(xp[tile_index_bf16(n, K, t, k)]);
+            }
+            out[(size_t)t * w->rows + r] = acc;
         }
 }
 

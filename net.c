@@ -47,22 +47,25 @@ static const Tensor *find_tensor(Loader *ld, const char *name, int rows, int col
     return t;
 }
 
-/* A matrix as a view into the mapping, converted when another format is
- * asked for. With q4, the embedding and the output head are q8: the logits
+/* A matrix copied from the mapping into the grouped layout the products
+ * read (kernels.h), converted when another format is asked for; the
+ * mapping's pages are then given back. With q4, the embedding and the output head are q8: the logits
  * are the most sensitive to rounding, and a token's embedding row is read
  * alone, not streamed. */
 static int load_matrix(Loader *ld, const char *name, int rows, int cols, Matrix *out, Error *e) {
     const Tensor *t = find_tensor(ld, name, rows, cols, e);
     if (!t) return -1;
     Model *m = ld->m;
-    Matrix view = {.type = weight_type_of(t->dtype), .rows = rows, .cols = cols, .data = t->data, .math = MATH_EXACT};
+    Matrix view = {.type = weight_type_of(t->dtype), .rows = rows, .cols = cols, .data = t->data, .math = MATH_EXACT,
+                   .layout = LAYOUT_ROWS};
     bool head = strcmp(name, "model.embed_tokens.weight") == 0 || strcmp(name, "lm_head.weight") == 0;
     WeightType want = m->dtype == WEIGHT_Q4 && head ? WEIGHT_Q8 : m->dtype;
-    if (want == view.type) *out = view;
-    else if ((want == WEIGHT_Q8 || want == WEIGHT_Q4) && cols % QUANT_BLOCK != 0) *out = view;  /* rows that don't split into blocks stay as stored */
+    if (want == view.type) *out = matrix_grouped(&view, m->pool);
+    else if ((want == WEIGHT_Q8 || want == WEIGHT_Q4) && cols % QUANT_BLOCK != 0) *out = matrix_grouped(&view, m->pool);  /* rows that don't split into blocks stay in their format */
     else if (want == WEIGHT_Q8) *out = matrix_to_q8(&view, m->pool);
     else if (want == WEIGHT_Q4) *out = matrix_to_q4(&view, m->pool);
     else *out = matrix_to_f32(&view, m->pool);
+    release_mapped(t->data, t->nbytes);
     /* bf16 arithmetic in the layers; the output head stays exact: it runs
      * for one token per forward pass, so exactness there costs nothing. */
     if (out->type == WEIGHT_BF16 && !head) out->math = m->math;
@@ -76,7 +79,8 @@ static int load_vector(Loader *ld, const char *name, int n, bool present, float 
     if (!present) return 0;
     const Tensor *t = find_tensor(ld, name, n, 0, e);
     if (!t) return -1;
-    Matrix view = {.type = weight_type_of(t->dtype), .rows = 1, .cols = n, .data = t->data, .math = MATH_EXACT};
+    Matrix view = {.type = weight_type_of(t->dtype), .rows = 1, .cols = n, .data = t->data, .math = MATH_EXACT,
+                   .layout = LAYOUT_ROWS};
     *out = xmalloc((size_t)n * sizeof(float));
     matrix_row(*out, &view, 0);
     return 0;

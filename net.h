@@ -1,5 +1,5 @@
-/* net.h - the transformer: its weights (views into the mapped checkpoint, or
- * converted copies), the KV cache of a sequence, and the forward pass.
+/* net.h - the transformer: its weights (copied from the mapped checkpoint
+ * into the layouts the products read, or converted), the KV cache of a sequence, and the forward pass.
  *
  * One forward pass serves every use: a prompt (a block of tokens of one
  * sequence), a single decoding step, or a batch of several sequences at once

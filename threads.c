@@ -44,6 +44,8 @@ struct ThreadPool {
     atomic_bool stop;          /* set to end the workers */
     pthread_mutex_t lock;
     pthread_cond_t wake, finished;
+    void *scratch;             /* pool_scratch's buffer, scratch_bytes long */
+    size_t scratch_bytes;
 };
 
 static void cpu_relax(void) {
@@ -165,6 +167,15 @@ void pool_run(ThreadPool *p, PoolTask task, void *arg) { pool_run_parts(p, p->n_
 
 int pool_size(const ThreadPool *p) { return p->n_threads; }
 
+void *pool_scratch(ThreadPool *p, size_t bytes) {
+    if (bytes > p->scratch_bytes) {
+        free(p->scratch);
+        p->scratch = xmalloc_huge(bytes);
+        p->scratch_bytes = bytes;
+    }
+    return p->scratch;
+}
+
 void pool_free(ThreadPool *p) {
     if (!p) return;
     atomic_store(&p->stop, true);
@@ -176,6 +187,7 @@ void pool_free(ThreadPool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->finished);
     free(p->workers);
+    free(p->scratch);
     free(p);
 }
 

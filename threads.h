@@ -9,6 +9,8 @@
 #ifndef THREADS_H
 #define THREADS_H
 
+#include <stddef.h>
+
 typedef struct ThreadPool ThreadPool;
 
 /* A task: do part `part` of `n_parts` of the work in arg. Parts of one run
@@ -21,6 +23,11 @@ void pool_run_parts(ThreadPool *pool, int n_parts, PoolTask task, void *arg);
 /* pool_run_parts with one part per thread. */
 void pool_run(ThreadPool *pool, PoolTask task, void *arg);
 int pool_size(const ThreadPool *pool);
+/* A buffer of at least `bytes` (contents undefined, aligned for any
+ * vector), owned by the pool and kept for the next caller: scratch memory
+ * for the one caller that runs the pool at a time. Valid until the next
+ * pool_scratch or pool_free. */
+void *pool_scratch(ThreadPool *pool, size_t bytes);
 void pool_free(ThreadPool *pool);
 
 /* The CPUs this process may run on: the CPUs in its affinity mask (taskset,

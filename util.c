@@ -141,6 +141,12 @@ void unmap_file(const void *data, size_t size) {
     if (data) munmap((void *)data, size);
 }
 
+void release_mapped(const void *data, size_t size) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), from = ((uintptr_t)data + page - 1) / page * page,
+              to = ((uintptr_t)data + size) / page * page;
+    if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);  /* a hint: failure is harmless */
+}
+
 int read_file(const char *path, char **data, size_t *len, Error *e) {
     int fd;
     size_t size, n = 0;

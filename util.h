@@ -50,6 +50,11 @@ int mul_size(size_t a, size_t b, size_t *out);
 int map_file(const char *path, const void **data, size_t *size, Error *e);
 void unmap_file(const void *data, size_t size);
 
+/* Gives back the pages wholly inside [data, data + size) of a mapped file,
+ * once read and copied: memory use stays one copy of the weights. The
+ * mapping stays valid (the pages are read again if touched). */
+void release_mapped(const void *data, size_t size);
+
 /* Reads a whole regular file (at most 1 GiB) into a fresh NUL-terminated buffer. */
 int read_file(const char *path, char **data, size_t *len, Error *e);
 

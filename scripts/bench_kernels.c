@@ -56,8 +56,9 @@ int main(int argc, char **argv) {
         float *w = aligned_alloc(64, (n * 4 + 63) / 64 * 64);  /* aligned as the forward pass aligns them */
         uint16_t *w16 = aligned_alloc(64, (n * 2 + 63) / 64 * 64);
         for (size_t i = 0; i < n; i++) w16[i] = f32_to_bf16(w[i] = uniform() * 0.05f);
-        Matrix f32 = {WEIGHT_F32, rows, cols, w, NULL, NULL, MATH_EXACT};
-        Matrix bf16 = {WEIGHT_BF16, rows, cols, w16, NULL, NULL, MATH_EXACT};
+        Matrix f32_rows = {WEIGHT_F32, rows, cols, w, NULL, NULL, MATH_EXACT, LAYOUT_ROWS};
+        Matrix bf16_rows = {WEIGHT_BF16, rows, cols, w16, NULL, NULL, MATH_EXACT, LAYOUT_ROWS};
+        Matrix f32 = matrix_grouped(&f32_rows, pool), bf16 = matrix_grouped(&bf16_rows, pool);
         float *x = aligned_alloc(64, (size_t)128 * cols * sizeof(float)), *y = malloc((size_t)128 * rows * sizeof(float));
         for (int i = 0; i < 128 * cols; i++) x[i] = uniform();
         printf("%5d x %-5d", rows, cols);
@@ -80,6 +81,7 @@ int main(int argc, char **argv) {
             if (formats[f].type == WEIGHT_Q8 || formats[f].type == WEIGHT_Q4) matrix_free(&m);
         }
         printf("\n");
+        matrix_free(&f32), matrix_free(&bf16);
         free(w), free(w16), free(x), free(y);
     }
     /* Attention: a block of 32 query tokens x 7 heads of 64 at depth 4096

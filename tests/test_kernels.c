@@ -34,11 +34,11 @@ static double bf16_value(uint16_t h) {
     return f;
 }
 
-/* A random rows x cols matrix stored as `type` (f32, f16 or bf16), and its
- * exact values in double. */
-static Matrix random_matrix(WeightType type, int rows, int cols, double *exact) {
+/* A random rows x cols matrix stored as `type` (f32, f16 or bf16) in the
+ * row-major layout of a file, and its exact values in double. */
+static Matrix random_rows(WeightType type, int rows, int cols, double *exact) {
     size_t n = (size_t)rows * cols;
-    Matrix m = {type, rows, cols, NULL, NULL, NULL, MATH_EXACT};
+    Matrix m = {type, rows, cols, NULL, NULL, NULL, MATH_EXACT, LAYOUT_ROWS};
     if (type == WEIGHT_F32) {
         float *w = xmalloc(n * 4);
         for (size_t i = 0; i < n; i++) exact[i] = w[i] = uniform();
@@ -58,6 +58,13 @@ static Matrix random_matrix(WeightType type, int rows, int cols, double *exact) 
         }
     }
     m.data = m.owned = w;
+    return m;
+}
+
+/* The same, grouped as the products read it. */
+static Matrix random_matrix(WeightType type, int rows, int cols, double *exact, ThreadPool *pool) {
+    Matrix file = random_rows(type, rows, cols, exact), m = matrix_grouped(&file, pool);
+    matrix_free(&file);
     return m;
 }
 
@@ -106,10 +113,18 @@ static void test_matmul(ThreadPool *pools[3]) {
         for (size_t si = 0; si < N_SHAPES; si++) {
             int rows = shapes[si][0], cols = shapes[si][1], n = N_TOKENS;
             double *exact = xmalloc((size_t)rows * cols * sizeof(double));
-            Matrix W = random_matrix(types[ti], rows, cols, exact);
+            Matrix W = random_matrix(types[ti], rows, cols, exact, pools[1]);
             float *X = xmalloc((size_t)n * cols * sizeof(float));
             for (int i = 0; i < n * cols; i++) X[i] = uniform();
             const char *name = weight_type_name(types[ti]);
+            bool rows_kept = true;
+            float *row = xmalloc((size_t)cols * sizeof(float));
+            for (int r = 0; r < rows; r++) {
+                matrix_row(row, &W, r);
+                for (int k = 0; k < cols; k++) rows_kept &= row[k] == (float)exact[(size_t)r * cols + k];
+            }
+            free(row);
+            CHECK(rows_kept, "%s %dx%d: grouped, each row read back as stored", name, rows, cols);
             float *Y = check_invariants(name, &W, X, n, pools);
             double err = matmul_error(Y, exact, X, rows, cols, n);
             CHECK(err < 1e-5, "%s %s %dx%d: matmul = W X (rel err %.1e)", kernels_in_use(), name, rows, cols, err);
@@ -151,10 +166,10 @@ static void test_batch_sizes(ThreadPool *pools[3]) {
     float *X = xmalloc((size_t)14 * cols * sizeof(float));
     for (int i = 0; i < 14 * cols; i++) X[i] = uniform();
     Matrix W[6];
-    W[0] = random_matrix(WEIGHT_F32, rows, cols, exact);
-    W[1] = random_matrix(WEIGHT_F16, rows, cols, exact);
-    W[2] = random_matrix(WEIGHT_BF16, rows, cols, exact);
-    W[3] = random_matrix(WEIGHT_BF16, rows, cols, exact);
+    W[0] = random_matrix(WEIGHT_F32, rows, cols, exact, pools[1]);
+    W[1] = random_matrix(WEIGHT_F16, rows, cols, exact, pools[1]);
+    W[2] = random_matrix(WEIGHT_BF16, rows, cols, exact, pools[1]);
+    W[3] = random_matrix(WEIGHT_BF16, rows, cols, exact, pools[1]);
     W[3].math = MATH_BF16;
     W[4] = matrix_to_q8(&W[2], pools[1]);
     W[5] = matrix_to_q4(&W[2], pools[1]);
@@ -180,7 +195,7 @@ static void test_quantized(ThreadPool *pools[3]) {
             const char *name = weight_type_name(type);
             int rows = qshapes[si][0], cols = qshapes[si][1], n = 5, blocks = cols / QUANT_BLOCK;
             double *exact = xmalloc((size_t)rows * cols * sizeof(double));
-            Matrix W = random_matrix(WEIGHT_BF16, rows, cols, exact);
+            Matrix W = random_matrix(WEIGHT_BF16, rows, cols, exact, pools[1]);
             Matrix Q = type == WEIGHT_Q8 ? matrix_to_q8(&W, pools[1]) : matrix_to_q4(&W, pools[1]);
             /* q8: within half a step of max|w| / 127 (plus the f16 rounding
              * of the step); q4: no worse per block than the plain rule
