@@ -231,17 +231,14 @@ static void progress_end(Progress *p) {
  * generation_config.json, so that every command refuses a broken folder
  * (download.sh and make chat trust `run info` to check one). The tokenizer
  * is optional for the commands that only run token ids (info, fwd, bench):
- * without tokenizer.json they get NULL. With `warm`, the weights' pages are
- * read in on a background thread while the tokenizer loads, and are all in
- * memory on return. */
-static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool need_tokenizer, bool warm) {
+ * without tokenizer.json they get NULL. */
+static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool need_tokenizer) {
     Error e;
     Progress progress;
     progress_start(&progress, path);
     progress_phase(&progress, opt->dtype == DTYPE_AS_Q8 || opt->dtype == DTYPE_AS_Q4 ? "quantizing the weights of" :
-                              opt->dtype == DTYPE_AS_F32 ? "converting the weights of" : "opening");
+                              opt->dtype == DTYPE_AS_F32 ? "converting the weights of" : "reading the weights of");
     if (model_load(m, path, opt, &e) != 0) progress_end(&progress), die("%s", e.msg);
-    if (warm) model_warm_up(m);
     progress_phase(&progress, "loading the tokenizer of");
     GenerationConfig unused;
     char *tok_path = model_path(path, "tokenizer.json");
@@ -255,8 +252,6 @@ static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions
             rc = fail(&e, "%s: token ids go up to %d, past the model's vocab_size of %d", tok_path,
                       tokenizer_vocab_size(t) - 1, m->config.vocab_size);
     }
-    progress_phase(&progress, "reading the weights of");
-    if (rc == 0) model_ready(m);
     progress_end(&progress);
     free(tok_path);
     if (rc != 0) die("%s", e.msg);
@@ -326,7 +321,7 @@ static int cmd_info(Args *a) {
     }
     if (!path) usage_error(a, "MODEL is missing");
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false, false);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     const Config *c = &m.config;
     printf("model: %s\n", path);
     printf("architecture: %s, %d layers, hidden %d, MLP %d, %d query heads, %d key/value heads, head_dim %d\n",
@@ -362,7 +357,7 @@ static int cmd_info(Args *a) {
            params >= 1e9 ? "B" : "M", bytes / 1e6);
     size_t weights = model_weight_bytes(&m), kv = kv_cache_bytes(c, m.max_context);
     printf("memory to run: weights %.1f MB (%s%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", weights / 1e6,
-           weight_type_name(m.dtype), m.dtype == WEIGHT_F32 || m.dtype == WEIGHT_Q8 || m.dtype == WEIGHT_Q4 ? ", converted at load" : ", mapped from the file",
+           weight_type_name(m.dtype), m.dtype == WEIGHT_F32 || m.dtype == WEIGHT_Q8 || m.dtype == WEIGHT_Q4 ? ", converted at load" : ", re-laid out at load",
            kv / 1e6, m.max_context, (weights + kv) / 1e6);
     model_free(&m);
     tokenizer_free(tokenizer);
@@ -488,7 +483,7 @@ static int cmd_fwd(Args *a) {
     }
     Model m;
     double t0 = now_seconds();
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false, true);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     double load_seconds = now_seconds() - t0;
     for (int i = 0; i < n; i++) check_token(&m, ids[i]);
     if ((long)pos + n > m.max_context)
@@ -577,7 +572,7 @@ static int cmd_bench(Args *a) {
     if (!path) usage_error(a, "MODEL is missing");
     if (!opt.context) opt.context = depth + (n_prompt > n_gen ? n_prompt : n_gen);
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false, true);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth;
     if ((long)depth + n_prompt > m.max_context || (long)depth + n_gen > m.max_context)
         die("depth %d + %d tokens do not fit the context of %d positions", depth, n_prompt > n_gen ? n_prompt : n_gen,
@@ -1107,7 +1102,7 @@ static int cmd_gen(Args *a) {
 
     Model m;
     double t0 = now_seconds();
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
     double load_seconds = now_seconds() - t0;
     GenerationConfig g = generation_settings(path, &m.config, &flags, 256);
     TokenIds ids = {0};
@@ -1216,7 +1211,7 @@ static int cmd_chat(Args *a) {
 
     Model m;
     double t0 = now_seconds();
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
     double load_seconds = now_seconds() - t0;
     GenerationConfig g = generation_settings(path, &m.config, &flags, -1);
     Error e;
@@ -1357,7 +1352,7 @@ static int cmd_ppl(Args *a) {
         if (read_file(file, &text, &len, &e) != 0) die("%s", e.msg);
     }
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
     TokenIds ids = {0};
     warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_PROMPT, &ids));
     free(text);
@@ -1504,7 +1499,7 @@ static int cmd_serve(Args *a) {
     if (flags.verbose) usage_error(a, "-v is not available with serve");
     check_generation_flags(a, &flags);
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true, true);
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
     so.defaults = generation_settings(path, &m.config, &flags, -1);
     so.seed_given = flags.seed >= 0;
     if (so.api_key && so.api_key[0] == '\0') die("--api-key: the key is empty");

@@ -338,28 +338,7 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     return 0;
 }
 
-/* Reads one byte of every page of the mapped files. */
-static void *touch_pages(void *arg) {
-    const SafeTensors *st = arg;
-    long page = sysconf(_SC_PAGESIZE);
-    volatile unsigned char sink = 0;
-    for (int f = 0; f < st->n_files; f++)
-        for (size_t at = 0; at < st->files[f].size; at += (size_t)page) sink ^= ((const unsigned char *)st->files[f].map)[at];
-    (void)sink;
-    return NULL;
-}
-
-void model_warm_up(Model *m) {
-    m->warming_up = pthread_create(&m->warm_up, NULL, touch_pages, &m->st) == 0;
-}
-
-void model_ready(Model *m) {
-    if (m->warming_up) pthread_join(m->warm_up, NULL);
-    m->warming_up = false;
-}
-
 void model_free(Model *m) {
-    model_ready(m);
     free_weights(m);
     free_state(&m->state);
     st_close(&m->st);
@@ -597,7 +576,6 @@ float *forward_batch(Model *m, const Chunk *chunks, int n_chunks) {
     Batch b = {.chunks = chunks, .n_chunks = n_chunks, .n = 0};
     for (int i = 0; i < n_chunks; i++) b.n += chunks[i].n_tokens;
     count_attention_items(&b, c->n_kv_heads);
-    model_ready(m);
 
     /* Each token's embedding starts its residual stream. */
     int i = 0;

@@ -115,8 +115,6 @@ typedef struct {
     MathMode math;             /* how bf16 matrices multiply */
     SafeTensors st;            /* the mapped checkpoint */
     ThreadPool *pool;
-    pthread_t warm_up;         /* the thread mapping the weights in, see model_warm_up */
-    bool warming_up;
     const Probe *probe;        /* when set, forward shows it each step */
 } Model;
 
@@ -125,14 +123,6 @@ typedef struct {
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e);
 void model_free(Model *m);
 
-/* Starts mapping every page of the weights in on a background thread, so
- * that the first forward pass (which waits for it) does not stop at each
- * page for a fault, and whatever the caller does meanwhile (loading the
- * tokenizer) overlaps with it. */
-void model_warm_up(Model *m);
-
-/* Waits until the warm-up has read every page in (at once without one). */
-void model_ready(Model *m);
 
 /* Bytes of the weights as run, and of a KV cache of `capacity` positions. */
 size_t model_weight_bytes(const Model *m);
