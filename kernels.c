@@ -196,11 +196,13 @@ static void prepare_part(void *arg, int part, int n_parts) {
     for (int t = t0; t < t1; t++) {
         const float *x = job->x + (size_t)t * K;
         if (job->x_bf16) {
-            uint16_t *tiles = (uint16_t *)job->x_bf16;
-            for (int k = 0; k < K + K % 2; k++) tiles[tile_index_bf16(n, K, t, k)] = k < K ? f32_to_bf16(x[k]) : 0;
+            uint16_t *tiles = (uint16_t *)job->x_bf16 + tile_index_bf16(n, K, t, 0);
+            size_t pair_step = 2 * (size_t)tile_width(n, t);
+            for (int k = 0; k < K + K % 2; k++) tiles[(size_t)(k / 2) * pair_step + (size_t)(k % 2)] = k < K ? f32_to_bf16(x[k]) : 0;
         } else if (job->x_tiles) {
-            float *tiles = (float *)job->x_tiles;
-            for (int k = 0; k < K; k++) tiles[tile_index(n, K, t, k)] = x[k];
+            float *tiles = (float *)job->x_tiles + tile_index(n, K, t, 0);
+            size_t step = (size_t)tile_width(n, t);
+            for (int k = 0; k < K; k++) tiles[(size_t)k * step] = x[k];
         } else {
             size_t b = (size_t)t * (K / QUANT_BLOCK);
             job->path->quantize_row((int8_t *)job->xq.q + (size_t)t * K, (float *)job->xq.scale + b,
