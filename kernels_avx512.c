@@ -153,39 +153,6 @@ INLINE void float_tiles(WeightType type, int P, int T, const char *groups, size_
     }
 }
 
-/* The groups of rows [r0, r1) times every tile of tokens: P groups at a time
- * (4 for one or two tokens: memory bound, more rows in flight; else 2), the
- * next P groups prefetched, shared out between the tiles. */
-INLINE void float_range(WeightType type, const Matrix *w, const float *xp, int n, float *out, int r0, int r1) {
-    int K = w->cols;
-    size_t gbytes = group_bytes(type, K);
-    const char *data = w->data;
-    int g_end = (r1 + ROW_GROUP - 1) / ROW_GROUP, block = token_block(K);
-    for (int t0 = 0; t0 < n; t0 += block) {
-        int t1 = n - t0 < block ? n : t0 + block, tiles = (t1 - t0 + TOKEN_TILE - 1) / TOKEN_TILE;
-        for (int g = r0 / ROW_GROUP; g < g_end;) {
-            int P = n <= 2 ? 4 : 2;
-            if (g + P > g_end) P = 1;
-            const char *groups = data + (size_t)g * gbytes, *next = groups + (size_t)P * gbytes;
-            int lines = (int)((size_t)P * gbytes / 64);
-            for (int i = 0, t = t0; t < t1; t += TOKEN_TILE, i++) {
-                int from = lines * i / tiles, pl = lines * (i + 1) / tiles - from;
-                float_tiles(type, P, tile_width(n, t), groups, gbytes, xp + (size_t)t * K, K, out + (size_t)t * w->rows + g * ROW_GROUP,
-                            (size_t)w->rows, r1 - g * ROW_GROUP, next + (size_t)64 * from, pl);
-            }
-            g += P;
-        }
-    }
-}
-
-static void matmul_float(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
-    switch (w->type) {
-    case WEIGHT_F16: float_range(WEIGHT_F16, w, xp, n, out, r0, r1); break;
-    case WEIGHT_BF16: float_range(WEIGHT_BF16, w, xp, n, out, r0, r1); break;
-    default: float_range(WEIGHT_F32, w, xp, n, out, r0, r1); break;
-    }
-}
-
 /* ---- bf16 arithmetic: vdpbf16ps, lanes the rows of a group again; each
  * instruction adds one column pair's two products (the pair's 32 bits of
  * the bf16 layout times a token's pair, broadcast). ---- */
@@ -235,9 +202,13 @@ INLINE void bf16_tiles(int P, int T, const char *groups, size_t gbytes, const ui
     }
 }
 
-static void matmul_bf16(float *out, const uint16_t *xp, const Matrix *w, int n, int r0, int r1) {
+/* The groups of rows [r0, r1) times every tile of tokens (fp32 activations
+ * and weights of `type`, or bf16 arithmetic): P groups at a time (4 for one
+ * or two tokens: memory bound, more rows in flight; else 2), the next P
+ * groups prefetched, shared out between the tiles. */
+INLINE void tile_range(WeightType type, bool bf16_math, const Matrix *w, const void *xp, int n, float *out, int r0, int r1) {
     int K = w->cols, pairs = (K + 1) / 2;
-    size_t gbytes = group_bytes(WEIGHT_BF16, K);
+    size_t gbytes = group_bytes(type, K);
     const char *data = w->data;
     int g_end = (r1 + ROW_GROUP - 1) / ROW_GROUP, block = token_block(K);
     for (int t0 = 0; t0 < n; t0 += block) {
@@ -248,13 +219,30 @@ static void matmul_bf16(float *out, const uint16_t *xp, const Matrix *w, int n, 
             const char *groups = data + (size_t)g * gbytes, *next = groups + (size_t)P * gbytes;
             int lines = (int)((size_t)P * gbytes / 64);
             for (int i = 0, t = t0; t < t1; t += TOKEN_TILE, i++) {
-                int from = lines * i / tiles, pl = lines * (i + 1) / tiles - from;
-                bf16_tiles(P, tile_width(n, t), groups, gbytes, xp + (size_t)t * pairs * 2, pairs,
-                           out + (size_t)t * w->rows + g * ROW_GROUP, (size_t)w->rows, r1 - g * ROW_GROUP, next + (size_t)64 * from, pl);
+                int from = lines * i / tiles, pl = lines * (i + 1) / tiles - from, rows_left = r1 - g * ROW_GROUP;
+                float *o = out + (size_t)t * w->rows + g * ROW_GROUP;
+                if (bf16_math)
+                    bf16_tiles(P, tile_width(n, t), groups, gbytes, (const uint16_t *)xp + (size_t)t * pairs * 2, pairs, o,
+                               (size_t)w->rows, rows_left, next + (size_t)64 * from, pl);
+                else
+                    float_tiles(type, P, tile_width(n, t), groups, gbytes, (const float *)xp + (size_t)t * K, K, o,
+                                (size_t)w->rows, rows_left, next + (size_t)64 * from, pl);
             }
             g += P;
         }
     }
+}
+
+static void matmul_float(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
+    switch (w->type) {
+    case WEIGHT_F16: tile_range(WEIGHT_F16, false, w, xp, n, out, r0, r1); break;
+    case WEIGHT_BF16: tile_range(WEIGHT_BF16, false, w, xp, n, out, r0, r1); break;
+    default: tile_range(WEIGHT_F32, false, w, xp, n, out, r0, r1); break;
+    }
+}
+
+static void matmul_bf16(float *out, const uint16_t *xp, const Matrix *w, int n, int r0, int r1) {
+    tile_range(WEIGHT_BF16, true, w, xp, n, out, r0, r1);
 }
 
 /* ---- quantized weights with vpdpbusd: lanes are the 16 rows of a group;
