@@ -129,13 +129,17 @@ INLINE void float_tile(WeightType type, int P, int T, const char *groups, size_t
 }
 
 /* float_tile with the token count T (1..TOKEN_TILE) known to the compiler;
- * P = 4 only for T <= 2. */
+ * P = 4 only for T <= 5. */
 INLINE void float_tiles(WeightType type, int P, int T, const char *groups, size_t gbytes, const float *xt, int K,
                         float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
     if (P == 4) {
-        if (T == 1) float_tile(type, 4, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines);
-        else float_tile(type, 4, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines);
-        return;
+        switch (T) {
+        case 5: float_tile(type, 4, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 4: float_tile(type, 4, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 3: float_tile(type, 4, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 2: float_tile(type, 4, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        default: float_tile(type, 4, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        }
     }
     switch (T) {
     case 12: float_tile(type, P, 12, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
@@ -182,9 +186,13 @@ INLINE void bf16_tile(int P, int T, const char *groups, size_t gbytes, const uin
 INLINE void bf16_tiles(int P, int T, const char *groups, size_t gbytes, const uint16_t *xt, int pairs, float *out,
                        size_t ldo, int rows_left, const char *prefetch, int lines) {
     if (P == 4) {
-        if (T == 1) bf16_tile(4, 1, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines);
-        else bf16_tile(4, 2, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines);
-        return;
+        switch (T) {
+        case 5: bf16_tile(4, 5, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+        case 4: bf16_tile(4, 4, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+        case 3: bf16_tile(4, 3, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+        case 2: bf16_tile(4, 2, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+        default: bf16_tile(4, 1, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+        }
     }
     switch (T) {
     case 12: bf16_tile(P, 12, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
@@ -203,8 +211,8 @@ INLINE void bf16_tiles(int P, int T, const char *groups, size_t gbytes, const ui
 }
 
 /* The groups of rows [r0, r1) times every tile of tokens (fp32 activations
- * and weights of `type`, or bf16 arithmetic): P groups at a time (4 for one
- * or two tokens: memory bound, more rows in flight; else 2), the next P
+ * and weights of `type`, or bf16 arithmetic): P groups at a time (4 for up
+ * to 5 tokens: memory bound, more rows in flight; else 2), the next P
  * groups prefetched, shared out between the tiles. */
 INLINE void tile_range(WeightType type, bool bf16_math, const Matrix *w, const void *xp, int n, float *out, int r0, int r1) {
     int K = w->cols, pairs = (K + 1) / 2;
@@ -214,7 +222,7 @@ INLINE void tile_range(WeightType type, bool bf16_math, const Matrix *w, const v
     for (int t0 = 0; t0 < n; t0 += block) {
         int t1 = n - t0 < block ? n : t0 + block, tiles = (t1 - t0 + TOKEN_TILE - 1) / TOKEN_TILE;
         for (int g = r0 / ROW_GROUP; g < g_end;) {
-            int P = n <= 2 ? 4 : 2;
+            int P = n <= 5 ? 4 : 2;
             if (g + P > g_end) P = 1;
             const char *groups = data + (size_t)g * gbytes, *next = groups + (size_t)P * gbytes;
             int lines = (int)((size_t)P * gbytes / 64);
