@@ -169,12 +169,14 @@ typedef struct {
     const KernelPath *path;
     const Matrix *w;
     const float *x;             /* [n_tokens][cols] */
-    const float *x_tiles;       /* f32, f16, bf16 exact: x in tiles (kernels_path.h) */
-    const uint16_t *x_bf16;     /* bf16 arithmetic: x rounded, in bf16 tiles */
+    const float *x_tiles;       /* f32, f16, bf16: x in tiles (kernels_path.h), rounded to bf16 for bf16 arithmetic */
     QuantizedRows xq;           /* q8, q4: x quantized */
     int n_tokens;
     float *out;
 } MatmulJob;
+
+static bool quantized(const Matrix *w) { return w->type == WEIGHT_Q8 || w->type == WEIGHT_Q4; }
+static bool bf16_math(const Matrix *w) { return w->type == WEIGHT_BF16 && w->math == MATH_BF16; }
 
 static void matmul_part(void *arg, int part, int n_parts) {
     const MatmulJob *job = arg;
@@ -183,8 +185,8 @@ static void matmul_part(void *arg, int part, int n_parts) {
     if (r0 >= r1) return;
     if (job->w->type == WEIGHT_Q8 || job->w->type == WEIGHT_Q4)
         job->path->matmul_quant(job->out, &job->xq, job->w, job->n_tokens, r0, r1);
-    else if (job->x_bf16)
-        job->path->matmul_bf16(job->out, job->x_bf16, job->w, job->n_tokens, r0, r1);
+    else if (bf16_math(job->w))
+        job->path->matmul_bf16(job->out, job->x_tiles, job->w, job->n_tokens, r0, r1);
     else
         job->path->matmul_float(job->out, job->x_tiles, job->w, job->n_tokens, r0, r1);
 }
@@ -195,14 +197,13 @@ static void prepare_part(void *arg, int part, int n_parts) {
     int n = job->n_tokens, K = job->w->cols, t0 = n * part / n_parts, t1 = n * (part + 1) / n_parts;
     for (int t = t0; t < t1; t++) {
         const float *x = job->x + (size_t)t * K;
-        if (job->x_bf16) {
-            uint16_t *tiles = (uint16_t *)job->x_bf16 + tile_index_bf16(n, K, t, 0);
-            size_t pair_step = 2 * (size_t)tile_width(n, t);
-            for (int k = 0; k < K + K % 2; k++) tiles[(size_t)(k / 2) * pair_step + (size_t)(k % 2)] = k < K ? f32_to_bf16(x[k]) : 0;
-        } else if (job->x_tiles) {
+        if (job->x_tiles) {
             float *tiles = (float *)job->x_tiles + tile_index(n, K, t, 0);
             size_t step = (size_t)tile_width(n, t);
-            for (int k = 0; k < K; k++) tiles[(size_t)k * step] = x[k];
+            if (bf16_math(job->w))
+                for (int k = 0; k < K; k++) tiles[(size_t)k * step] = bf16_to_f32(f32_to_bf16(x[k]));
+            else
+                for (int k = 0; k < K; k++) tiles[(size_t)k * step] = x[k];
         } else {
             size_t b = (size_t)t * (K / QUANT_BLOCK);
             job->path->quantize_row((int8_t *)job->xq.q + (size_t)t * K, (float *)job->xq.scale + b,
@@ -210,9 +211,6 @@ static void prepare_part(void *arg, int part, int n_parts) {
         }
     }
 }
-
-static bool quantized(const Matrix *w) { return w->type == WEIGHT_Q8 || w->type == WEIGHT_Q4; }
-static bool bf16_math(const Matrix *w) { return w->type == WEIGHT_BF16 && w->math == MATH_BF16; }
 
 /* Prepares the activations the format needs in the pool's scratch memory;
  * one token's fp32 tile is x itself. */
@@ -227,9 +225,7 @@ static void prepare(MatmulJob *job, ThreadPool *pool) {
         job->xq.scale = buffer;
         job->xq.sum = (int32_t *)((float *)buffer + blocks);
         job->xq.q = (int8_t *)(job->xq.sum + blocks);
-    } else if (bf16_math(job->w)) {
-        job->x_bf16 = pool_scratch(pool, (size_t)job->n_tokens * (((size_t)job->w->cols + 1) / 2) * 2 * sizeof(uint16_t));
-    } else if (job->n_tokens == 1) {
+    } else if (job->n_tokens == 1 && !bf16_math(job->w)) {
         job->x_tiles = job->x;
         return;
     } else {

@@ -7,7 +7,11 @@
  * (the definition, runs anywhere), AVX2+FMA+F16C, and AVX-512 (F, BW, VL,
  * VNNI and BF16: Zen 4, Sapphire Rapids and later). The best path this CPU
  * runs is chosen at the first use, or the one named by the environment
- * variable RUN_KERNELS (plain, avx2, avx512), or by kernels_use().
+ * variable RUN_KERNELS (plain, avx2, avx512), or by kernels_use(). The
+ * AVX-512 path does bf16 arithmetic with the BF16 dot product where it is
+ * faster than FMAs (timed once; RUN_BF16_DOT=instruction or fma decides
+ * instead): the same sums either way, but for denormal values (below
+ * 1.2e-38), which the instruction takes and gives as 0.
  *
  * Exactness. Formats whose activations stay fp32 (weights f32, f16, bf16)
  * give the same bits on every path, for any thread count, for a token alone
@@ -31,9 +35,10 @@
  * bf16 arithmetic (Matrix.math = MATH_BF16, for bf16 weights): activations
  * rounded to bf16 (to nearest even), products accumulated in fp32 in pairs
  * as the AVX-512 BF16 dot product does: over the column pairs (2c, 2c+1) in
- * order (a missing last column counts as 0 x 0), acc = acc + w[2c+1] x[2c+1],
- * then acc = acc + w[2c] x[2c], with exact products. Faster with AVX-512
- * BF16, less exact. */
+ * order (a missing last column adds nothing), acc = acc + w[2c+1] x[2c+1],
+ * then acc = acc + w[2c] x[2c], with exact products (so a fused
+ * multiply-add gives the same sums). Faster where that instruction runs at
+ * full rate; less exact. */
 #ifndef KERNELS_H
 #define KERNELS_H
 

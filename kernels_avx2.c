@@ -83,8 +83,18 @@ INLINE void store_tile(int P, int T, __m256 acc[][MAX_P][2], float *out, size_t 
             }
 }
 
-INLINE void float_tile(WeightType type, int P, int T, const char *groups, size_t gbytes, const float *xt, int ldx, int K,
-                       float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
+/* One column's weights (v[p][at], v[p][at + 1]: lo and hi of group p)
+ * times the T tokens' x of that column. */
+INLINE void add_column(int P, int T, __m256 acc[][MAX_P][2], __m256 v[][4], int at, const float *x) {
+    for (int t = 0; t < T; t++) {
+        __m256 xv = _mm256_set1_ps(x[t]);
+        for (int p = 0; p < P; p++)
+            for (int h = 0; h < 2; h++) acc[t][p][h] = _mm256_fmadd_ps(v[p][at + h], xv, acc[t][p][h]);
+    }
+}
+
+INLINE void float_tile(WeightType type, bool second_first, int P, int T, const char *groups, size_t gbytes, const float *xt,
+                       int ldx, int K, float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
     __m256 acc[SUB_T][MAX_P][2];
     for (int t = 0; t < T; t++)
         for (int p = 0; p < P; p++) acc[t][p][0] = acc[t][p][1] = _mm256_setzero_ps();
@@ -94,39 +104,37 @@ INLINE void float_tile(WeightType type, int P, int T, const char *groups, size_t
         __m256 v[MAX_P][4];
         for (int p = 0; p < P; p++) load_pair(type, groups + p * gbytes, c, v[p]);
         const float *x = xt + (size_t)2 * c * ldx;
-        for (int half = 0; half < 2; half++)
-            for (int t = 0; t < T; t++) {
-                __m256 xv = _mm256_set1_ps(x[half * ldx + t]);
-                for (int p = 0; p < P; p++)
-                    for (int h = 0; h < 2; h++) acc[t][p][h] = _mm256_fmadd_ps(v[p][2 * half + h], xv, acc[t][p][h]);
-            }
+        if (second_first) {
+            add_column(P, T, acc, v, 2, x + ldx);
+            add_column(P, T, acc, v, 0, x);
+        } else {
+            add_column(P, T, acc, v, 0, x);
+            add_column(P, T, acc, v, 2, x + ldx);
+        }
     }
     if (K % 2) {
-        const float *x = xt + (size_t)(K - 1) * ldx;
-        for (int p = 0; p < P; p++) {
-            __m256 v[2];
-            load_first(type, groups + p * gbytes, pairs, v);
-            for (int t = 0; t < T; t++)
-                for (int h = 0; h < 2; h++) acc[t][p][h] = _mm256_fmadd_ps(v[h], _mm256_set1_ps(x[t]), acc[t][p][h]);
-        }
+        __m256 v[MAX_P][4];
+        for (int p = 0; p < P; p++) load_first(type, groups + p * gbytes, pairs, v[p]);
+        add_column(P, T, acc, v, 0, xt + (size_t)(K - 1) * ldx);
     }
     store_tile(P, T, acc, out, ldo, rows_left);
 }
 
 /* float_tile with P and T known to the compiler (P = 2 only for one token). */
-INLINE void float_tiles(WeightType type, int P, int T, const char *groups, size_t gbytes, const float *xt, int ldx, int K,
-                        float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
-    if (P == 2) float_tile(type, 2, 1, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
-    else if (T == 4) float_tile(type, 1, 4, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
-    else if (T == 3) float_tile(type, 1, 3, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
-    else if (T == 2) float_tile(type, 1, 2, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
-    else float_tile(type, 1, 1, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
+INLINE void float_tiles(WeightType type, bool second_first, int P, int T, const char *groups, size_t gbytes, const float *xt,
+                        int ldx, int K, float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
+    if (P == 2) float_tile(type, second_first, 2, 1, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
+    else if (T == 4) float_tile(type, second_first, 1, 4, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
+    else if (T == 3) float_tile(type, second_first, 1, 3, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
+    else if (T == 2) float_tile(type, second_first, 1, 2, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
+    else float_tile(type, second_first, 1, 1, groups, gbytes, xt, ldx, K, out, ldo, rows_left, prefetch, lines);
 }
 
 /* The groups of rows [r0, r1) times every tile of tokens, each tile in
  * sub-tiles of at most SUB_T tokens; the next groups prefetched, shared out
  * between the sub-tiles. */
-INLINE void float_range(WeightType type, const Matrix *w, const float *xp, int n, float *out, int r0, int r1) {
+INLINE void float_range(WeightType type, bool second_first, const Matrix *w, const float *xp, int n, float *out, int r0,
+                        int r1) {
     int K = w->cols, g_end = (r1 + ROW_GROUP - 1) / ROW_GROUP, block = token_block(K);
     size_t gbytes = group_bytes(type, K);
     const char *data = w->data;
@@ -141,7 +149,7 @@ INLINE void float_range(WeightType type, const Matrix *w, const float *xp, int n
                 for (int s = 0, u = 0; s < parts; s++, i++) {
                     int T = (width - u + (parts - s) - 1) / (parts - s);  /* spread evenly: 6 = 3 + 3 */
                     int from = lines * i / subtiles, pl = lines * (i + 1) / subtiles - from;
-                    float_tiles(type, P, T, groups, gbytes, xp + (size_t)t * K + u, width, K,
+                    float_tiles(type, second_first, P, T, groups, gbytes, xp + (size_t)t * K + u, width, K,
                                 out + (size_t)(t + u) * w->rows + g * ROW_GROUP, (size_t)w->rows, r1 - g * ROW_GROUP,
                                 next + (size_t)64 * from, pl);
                     u += T;
@@ -154,37 +162,17 @@ INLINE void float_range(WeightType type, const Matrix *w, const float *xp, int n
 
 static void matmul_float(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
     switch (w->type) {
-    case WEIGHT_F16: float_range(WEIGHT_F16, w, xp, n, out, r0, r1); break;
-    case WEIGHT_BF16: float_range(WEIGHT_BF16, w, xp, n, out, r0, r1); break;
-    default: float_range(WEIGHT_F32, w, xp, n, out, r0, r1); break;
+    case WEIGHT_F16: float_range(WEIGHT_F16, false, w, xp, n, out, r0, r1); break;
+    case WEIGHT_BF16: float_range(WEIGHT_BF16, false, w, xp, n, out, r0, r1); break;
+    default: float_range(WEIGHT_F32, false, w, xp, n, out, r0, r1); break;
     }
 }
 
-/* ---- bf16 arithmetic, without the BF16 instruction: each pair of columns
- * split into its second column (the high half of the 32 bits, masked) and
- * its first (the low half shifted up), second first; products of bf16 are
- * exact, so the fma is the instruction's add. One group, one token at a
- * time (a fallback: CPUs with AVX-512 BF16 use the instruction). ---- */
-
-static void matmul_bf16(float *out, const uint16_t *xp, const Matrix *w, int n, int r0, int r1) {
-    int K = w->cols, pairs = (K + 1) / 2, g_end = (r1 + ROW_GROUP - 1) / ROW_GROUP;
-    size_t gbytes = group_bytes(WEIGHT_BF16, K);
-    for (int t = 0; t < n; t++)
-        for (int g = r0 / ROW_GROUP; g < g_end; g++) {
-            const char *group = (const char *)w->data + (size_t)g * gbytes;
-            __m256 acc[1][MAX_P][2] = {{{_mm256_setzero_ps(), _mm256_setzero_ps()}}};
-            for (int c = 0; c < pairs; c++) {
-                const uint16_t *x = xp + tile_index_bf16(n, K, t, 2 * c);
-                __m256 x_first = _mm256_set1_ps(bf16_to_f32(x[0])), x_second = _mm256_set1_ps(bf16_to_f32(x[1]));
-                for (int h = 0; h < 2; h++) {
-                    __m256i v = _mm256_loadu_si256((const __m256i *)(group + (size_t)c * 64 + h * 32));
-                    __m256 second = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)));
-                    __m256 first = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-                    acc[0][0][h] = _mm256_fmadd_ps(first, x_first, _mm256_fmadd_ps(second, x_second, acc[0][0][h]));
-                }
-            }
-            store_tile(1, 1, acc, out + (size_t)t * w->rows + g * ROW_GROUP, (size_t)w->rows, r1 - g * ROW_GROUP);
-        }
+/* bf16 arithmetic: the same tiles over activations rounded to bf16, each
+ * column pair's second column first; products of two bf16 are exact, so
+ * the fused multiply-add adds them as the BF16 dot product does. */
+static void matmul_bf16(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
+    float_range(WEIGHT_BF16, true, w, xp, n, out, r0, r1);
 }
 
 /* ---- quantized weights: lanes are rows. For 4 columns (one "step") the

@@ -6,6 +6,9 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
     defined(__AVX512BF16__)
 #include <immintrin.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "kernels_path.h"
@@ -98,8 +101,16 @@ INLINE void store_tile(int P, int T, __m512 acc[][MAX_P], float *out, size_t ldo
             _mm512_mask_storeu_ps(out + (size_t)t * ldo + 16 * p, tail_mask(rows_left - 16 * p), acc[t][p]);
 }
 
-INLINE void float_tile(WeightType type, int P, int T, const char *groups, size_t gbytes, const float *xt, int K,
-                       float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
+/* One column's weights w (P groups) times the T tokens' x of that column. */
+INLINE void add_column(int P, int T, __m512 acc[][MAX_P], const __m512 w[MAX_P], const float *x) {
+    for (int t = 0; t < T; t++) {
+        __m512 xv = _mm512_set1_ps(x[t]);
+        for (int p = 0; p < P; p++) acc[t][p] = _mm512_fmadd_ps(w[p], xv, acc[t][p]);
+    }
+}
+
+INLINE void float_tile(WeightType type, bool second_first, int P, int T, const char *groups, size_t gbytes, const float *xt,
+                       int K, float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
     __m512 acc[TOKEN_TILE][MAX_P];
     for (int t = 0; t < T; t++)
         for (int p = 0; p < P; p++) acc[t][p] = _mm512_setzero_ps();
@@ -109,73 +120,74 @@ INLINE void float_tile(WeightType type, int P, int T, const char *groups, size_t
         __m512 first[MAX_P], second[MAX_P];
         for (int p = 0; p < P; p++) load_pair(type, groups + p * gbytes, c, &first[p], &second[p]);
         const float *x = xt + (size_t)2 * c * T;
-        for (int t = 0; t < T; t++) {
-            __m512 xv = _mm512_set1_ps(x[t]);
-            for (int p = 0; p < P; p++) acc[t][p] = _mm512_fmadd_ps(first[p], xv, acc[t][p]);
-        }
-        for (int t = 0; t < T; t++) {
-            __m512 xv = _mm512_set1_ps(x[T + t]);
-            for (int p = 0; p < P; p++) acc[t][p] = _mm512_fmadd_ps(second[p], xv, acc[t][p]);
+        if (second_first) {
+            add_column(P, T, acc, second, x + T);
+            add_column(P, T, acc, first, x);
+        } else {
+            add_column(P, T, acc, first, x);
+            add_column(P, T, acc, second, x + T);
         }
     }
     if (K % 2) {
-        const float *x = xt + (size_t)(K - 1) * T;
-        for (int p = 0; p < P; p++) {
-            __m512 wv = load_first(type, groups + p * gbytes, pairs);
-            for (int t = 0; t < T; t++) acc[t][p] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t]), acc[t][p]);
-        }
+        __m512 last[MAX_P];
+        for (int p = 0; p < P; p++) last[p] = load_first(type, groups + p * gbytes, pairs);
+        add_column(P, T, acc, last, xt + (size_t)(K - 1) * T);
     }
     store_tile(P, T, acc, out, ldo, rows_left);
 }
 
 /* float_tile with the token count T (1..TOKEN_TILE) known to the compiler;
  * P = 4 only for T <= 5. */
-INLINE void float_tiles(WeightType type, int P, int T, const char *groups, size_t gbytes, const float *xt, int K,
-                        float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
+INLINE void float_tiles(WeightType type, bool second_first, int P, int T, const char *groups, size_t gbytes, const float *xt,
+                        int K, float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
     if (P == 4) {
         switch (T) {
-        case 5: float_tile(type, 4, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        case 4: float_tile(type, 4, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        case 3: float_tile(type, 4, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        case 2: float_tile(type, 4, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        default: float_tile(type, 4, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 5: float_tile(type, second_first, 4, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 4: float_tile(type, second_first, 4, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 3: float_tile(type, second_first, 4, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 2: float_tile(type, second_first, 4, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        default: float_tile(type, second_first, 4, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
         }
     }
     switch (T) {
-    case 12: float_tile(type, P, 12, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    case 11: float_tile(type, P, 11, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    case 10: float_tile(type, P, 10, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    case 9: float_tile(type, P, 9, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    case 8: float_tile(type, P, 8, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    case 7: float_tile(type, P, 7, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    case 6: float_tile(type, P, 6, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    case 5: float_tile(type, P, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    case 4: float_tile(type, P, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    case 3: float_tile(type, P, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    case 2: float_tile(type, P, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-    default: float_tile(type, P, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 12: float_tile(type, second_first, P, 12, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 11: float_tile(type, second_first, P, 11, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 10: float_tile(type, second_first, P, 10, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 9: float_tile(type, second_first, P, 9, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 8: float_tile(type, second_first, P, 8, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 7: float_tile(type, second_first, P, 7, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 6: float_tile(type, second_first, P, 6, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 5: float_tile(type, second_first, P, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 4: float_tile(type, second_first, P, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 3: float_tile(type, second_first, P, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 2: float_tile(type, second_first, P, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    default: float_tile(type, second_first, P, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
     }
 }
 
-/* ---- bf16 arithmetic: vdpbf16ps, lanes the rows of a group again; each
- * instruction adds one column pair's two products (the pair's 32 bits of
- * the bf16 layout times a token's pair, broadcast). ---- */
+/* ---- bf16 arithmetic with vdpbf16ps: lanes the rows of a group again;
+ * each instruction adds one column pair's two products (the pair's 32 bits
+ * of the bf16 layout times a token's pair, broadcast). The tokens' values
+ * are bf16 already: a pair is the top halves of x[2c] and x[2c+1]. ---- */
 
-INLINE void bf16_tile(int P, int T, const char *groups, size_t gbytes, const uint16_t *xt, int pairs, float *out,
-                      size_t ldo, int rows_left, const char *prefetch, int lines) {
+INLINE void bf16_tile(int P, int T, const char *groups, size_t gbytes, const float *xt, int K, float *out, size_t ldo,
+                      int rows_left, const char *prefetch, int lines) {
     __m512 acc[TOKEN_TILE][MAX_P];
     for (int t = 0; t < T; t++)
         for (int p = 0; p < P; p++) acc[t][p] = _mm512_setzero_ps();
-    int due = 0;
+    int pairs = (K + 1) / 2, due = 0;
+    _Alignas(64) int32_t words[16];
     for (int c = 0; c < pairs; c++) {
         prefetch = prefetch_step(prefetch, lines, pairs, &due);
+        const float *x = xt + (size_t)2 * c * T;
+        __m512i first = _mm512_maskz_loadu_epi32(tail_mask(T), x);
+        __m512i second = 2 * c + 1 < K ? _mm512_maskz_loadu_epi32(tail_mask(T), x + T) : _mm512_setzero_si512();
+        _mm512_store_si512(words, _mm512_or_si512(_mm512_srli_epi32(first, 16),
+                                                  _mm512_and_si512(second, _mm512_set1_epi32((int)0xFFFF0000u))));
         __m512bh wv[MAX_P];
         for (int p = 0; p < P; p++) wv[p] = (__m512bh)_mm512_loadu_si512(groups + p * gbytes + (size_t)c * 64);
-        const uint16_t *x = xt + (size_t)2 * c * T;
         for (int t = 0; t < T; t++) {
-            int32_t word;
-            memcpy(&word, x + 2 * t, 4);
-            __m512bh xv = (__m512bh)_mm512_set1_epi32(word);
+            __m512bh xv = (__m512bh)_mm512_set1_epi32(words[t]);
             for (int p = 0; p < P; p++) acc[t][p] = _mm512_dpbf16_ps(acc[t][p], wv[p], xv);
         }
     }
@@ -183,41 +195,97 @@ INLINE void bf16_tile(int P, int T, const char *groups, size_t gbytes, const uin
 }
 
 /* bf16_tile with P and T known to the compiler, as float_tiles. */
-INLINE void bf16_tiles(int P, int T, const char *groups, size_t gbytes, const uint16_t *xt, int pairs, float *out,
+INLINE void bf16_tiles(int P, int T, const char *groups, size_t gbytes, const float *xt, int K, float *out,
                        size_t ldo, int rows_left, const char *prefetch, int lines) {
     if (P == 4) {
         switch (T) {
-        case 5: bf16_tile(4, 5, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-        case 4: bf16_tile(4, 4, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-        case 3: bf16_tile(4, 3, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-        case 2: bf16_tile(4, 2, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-        default: bf16_tile(4, 1, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+        case 5: bf16_tile(4, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 4: bf16_tile(4, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 3: bf16_tile(4, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 2: bf16_tile(4, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        default: bf16_tile(4, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
         }
     }
     switch (T) {
-    case 12: bf16_tile(P, 12, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    case 11: bf16_tile(P, 11, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    case 10: bf16_tile(P, 10, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    case 9: bf16_tile(P, 9, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    case 8: bf16_tile(P, 8, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    case 7: bf16_tile(P, 7, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    case 6: bf16_tile(P, 6, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    case 5: bf16_tile(P, 5, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    case 4: bf16_tile(P, 4, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    case 3: bf16_tile(P, 3, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    case 2: bf16_tile(P, 2, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
-    default: bf16_tile(P, 1, groups, gbytes, xt, pairs, out, ldo, rows_left, prefetch, lines); return;
+    case 12: bf16_tile(P, 12, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 11: bf16_tile(P, 11, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 10: bf16_tile(P, 10, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 9: bf16_tile(P, 9, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 8: bf16_tile(P, 8, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 7: bf16_tile(P, 7, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 6: bf16_tile(P, 6, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 5: bf16_tile(P, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 4: bf16_tile(P, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 3: bf16_tile(P, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    case 2: bf16_tile(P, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+    default: bf16_tile(P, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
     }
+}
+
+/* TSC cycles of 16384 products per lane in 8 chains, by the BF16 dot
+ * product (2 per instruction) or by fp32 FMAs. */
+static uint64_t cycles_of_products(bool bf16_dot) {
+    __m512 acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = _mm512_setzero_ps();
+    uint64_t start = __rdtsc();
+    if (bf16_dot) {
+        __m512bh ones = (__m512bh)_mm512_set1_epi32(0x3F803F80);  /* bf16 1.0, twice */
+        for (int i = 0; i < 1024; i++)
+            for (int j = 0; j < 8; j++) acc[j] = _mm512_dpbf16_ps(acc[j], ones, ones);
+    } else {
+        for (int i = 0; i < 2048; i++)
+            for (int j = 0; j < 8; j++) acc[j] = _mm512_fmadd_ps(acc[j], _mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));
+    }
+    uint64_t cycles = __rdtsc() - start;
+    volatile float sink = _mm512_reduce_add_ps(acc[0]);
+    (void)sink;
+    return cycles;
+}
+
+/* Whether the instruction is clearly the faster way (by a quarter: where
+ * the two are about even, as on some Intel Xeons, the FMA tiles win, gcc
+ * compiling them without spilling accumulators): each timed 8 times,
+ * alternately, after a first round that wakes the vector units up; the
+ * least time of each. */
+static bool bf16_dot_is_faster(void) {
+    uint64_t dot = UINT64_MAX, fma = UINT64_MAX;
+    for (int round = 0; round < 9; round++) {
+        uint64_t d = cycles_of_products(true), f = cycles_of_products(false);
+        if (round == 0) continue;
+        dot = d < dot ? d : dot;
+        fma = f < fma ? f : fma;
+    }
+    return dot * 4 < fma * 3;
+}
+
+/* Whether bf16 arithmetic uses the BF16 dot product or FMAs on this CPU:
+ * the sums are the same (products of bf16 are exact; only denormals, which
+ * the instruction flushes to 0, differ), but the instruction
+ * does twice the products of an FMA per cycle on some CPUs (AMD Zen 4) and
+ * the same on others (some Intel Xeons). Measured once, unless RUN_BF16_DOT says
+ * `instruction` or `fma`. */
+static bool bf16_dot_instruction(void) {
+    static _Atomic int choice;  /* 0: not yet; 1: the instruction; 2: FMAs */
+    int c = atomic_load(&choice);
+    if (c == 0) {
+        const char *env = getenv("RUN_BF16_DOT");
+        if (env && strcmp(env, "instruction") == 0) c = 1;
+        else if (env && strcmp(env, "fma") == 0) c = 2;
+        else c = bf16_dot_is_faster() ? 1 : 2;
+        atomic_store(&choice, c);
+    }
+    return c == 1;
 }
 
 /* The groups of rows [r0, r1) times every tile of tokens (fp32 activations
  * and weights of `type`, or bf16 arithmetic): P groups at a time (4 for up
  * to 5 tokens: memory bound, more rows in flight; else 2), the next P
  * groups prefetched, shared out between the tiles. */
-INLINE void tile_range(WeightType type, bool bf16_math, const Matrix *w, const void *xp, int n, float *out, int r0, int r1) {
-    int K = w->cols, pairs = (K + 1) / 2;
+INLINE void tile_range(WeightType type, bool bf16_math, const Matrix *w, const float *xp, int n, float *out, int r0, int r1) {
+    int K = w->cols;
     size_t gbytes = group_bytes(type, K);
     const char *data = w->data;
+    bool instruction = bf16_math && bf16_dot_instruction();
     int g_end = (r1 + ROW_GROUP - 1) / ROW_GROUP, block = token_block(K);
     for (int t0 = 0; t0 < n; t0 += block) {
         int t1 = n - t0 < block ? n : t0 + block, tiles = (t1 - t0 + TOKEN_TILE - 1) / TOKEN_TILE;
@@ -229,12 +297,12 @@ INLINE void tile_range(WeightType type, bool bf16_math, const Matrix *w, const v
             for (int i = 0, t = t0; t < t1; t += TOKEN_TILE, i++) {
                 int from = lines * i / tiles, pl = lines * (i + 1) / tiles - from, rows_left = r1 - g * ROW_GROUP;
                 float *o = out + (size_t)t * w->rows + g * ROW_GROUP;
-                if (bf16_math)
-                    bf16_tiles(P, tile_width(n, t), groups, gbytes, (const uint16_t *)xp + (size_t)t * pairs * 2, pairs, o,
-                               (size_t)w->rows, rows_left, next + (size_t)64 * from, pl);
+                const float *xt = xp + (size_t)t * K;
+                if (instruction)
+                    bf16_tiles(P, tile_width(n, t), groups, gbytes, xt, K, o, (size_t)w->rows, rows_left, next + (size_t)64 * from, pl);
                 else
-                    float_tiles(type, P, tile_width(n, t), groups, gbytes, (const float *)xp + (size_t)t * K, K, o,
-                                (size_t)w->rows, rows_left, next + (size_t)64 * from, pl);
+                    float_tiles(type, bf16_math, P, tile_width(n, t), groups, gbytes, xt, K, o, (size_t)w->rows, rows_left,
+                                next + (size_t)64 * from, pl);
             }
             g += P;
         }
@@ -249,7 +317,9 @@ static void matmul_float(float *out, const float *xp, const Matrix *w, int n, in
     }
 }
 
-static void matmul_bf16(float *out, const uint16_t *xp, const Matrix *w, int n, int r0, int r1) {
+/* bf16 arithmetic: the BF16 dot product, or the fp32 tiles over the rounded
+ * activations with each pair's second column first (the same sums). */
+static void matmul_bf16(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
     tile_range(WEIGHT_BF16, true, w, xp, n, out, r0, r1);
 }
 

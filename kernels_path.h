@@ -21,11 +21,9 @@ typedef struct {
  * tiles of TOKEN_TILE (the last tile holds the rest), each tile column by
  * column, so that a kernel broadcasts x[t][k] of the tile's tokens from
  * consecutive addresses. For n tokens of K values, tile i starts at token
- * TOKEN_TILE * i and holds w = tile_width(n, TOKEN_TILE * i) tokens:
- *   fp32: at xp + TOKEN_TILE * i * K, as [k][w] (one token's is x itself);
- *   bf16 arithmetic: at xp + TOKEN_TILE * i * pairs * 2 (pairs = (K + 1) / 2),
- *       as [c][w][2]: x[2c] and x[2c+1] rounded to bf16 (0 for a missing
- *       last column), the pair the weights' bf16 layout holds. */
+ * TOKEN_TILE * i, at xp + TOKEN_TILE * i * K, and holds
+ * w = tile_width(n, TOKEN_TILE * i) tokens as [k][w]. One token's tile is x
+ * itself. For bf16 arithmetic the values are x rounded to bf16. */
 enum { TOKEN_TILE = 12 };
 
 static inline int tile_width(int n, int t) {
@@ -36,11 +34,6 @@ static inline int tile_width(int n, int t) {
 static inline size_t tile_index(int n, int K, int t, int k) {
     size_t first = (size_t)(t - t % TOKEN_TILE);
     return first * (size_t)K + (size_t)k * (size_t)tile_width(n, t) + (size_t)(t % TOKEN_TILE);
-}
-
-static inline size_t tile_index_bf16(int n, int K, int t, int k) {
-    size_t first = (size_t)(t - t % TOKEN_TILE), pairs = ((size_t)K + 1) / 2;
-    return first * pairs * 2 + ((size_t)(k / 2) * (size_t)tile_width(n, t) + (size_t)(t % TOKEN_TILE)) * 2 + (size_t)(k % 2);
 }
 
 /* Where weight (r, k) of a grouped f32, f16 or bf16 matrix is (in values). */
@@ -79,8 +72,9 @@ typedef struct {
      * exact, grouped), activations fp32 in tiles, the order of k. out is
      * [n][w->rows]. */
     void (*matmul_float)(float *out, const float *xp, const Matrix *w, int n, int r0, int r1);
-    /* The same with bf16 weights and activations in bf16 tiles. */
-    void (*matmul_bf16)(float *out, const uint16_t *xp, const Matrix *w, int n, int r0, int r1);
+    /* The same with bf16 weights and bf16 arithmetic (activations in tiles,
+     * rounded to bf16). */
+    void (*matmul_bf16)(float *out, const float *xp, const Matrix *w, int n, int r0, int r1);
     /* The same for q8 and q4 weights and quantized activations. */
     void (*matmul_quant)(float *out, const QuantizedRows *x, const Matrix *w, int n, int r0, int r1);
     /* One token's activations x[cols] rounded per block (cols a multiple of

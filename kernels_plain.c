@@ -36,17 +36,16 @@ static void matmul_float(float *out, const float *xp, const Matrix *w, int n, in
 }
 
 /* bf16 arithmetic: per column pair, the product of the second column, then
- * of the first, added to the sum (products of two bf16 are exact; a missing
- * last column is 0 in the weights and in the tiles). */
-static void matmul_bf16(float *out, const uint16_t *xp, const Matrix *w, int n, int r0, int r1) {
-    const uint16_t *data = w->data;
+ * of the first, added to the sum (products of two bf16 are exact; a
+ * missing last column adds nothing). */
+static void matmul_bf16(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
     int K = w->cols;
     for (int t = 0; t < n; t++)
         for (int r = r0; r < r1; r++) {
             float acc = 0;
             for (int k = 0; k < K; k += 2) {
-                acc += bf16_to_f32(data[grouped_index(w, r, k + 1)]) * bf16_to_f32(xp[tile_index_bf16(n, K, t, k + 1)]);
-                acc += bf16_to_f32(data[grouped_index(w, r, k)]) * bf16_to_f32(xp[tile_index_bf16(n, K, t, k)]);
+                if (k + 1 < K) acc += weight_at(w, r, k + 1) * xp[tile_index(n, K, t, k + 1)];
+                acc += weight_at(w, r, k) * xp[tile_index(n, K, t, k)];
             }
             out[(size_t)t * w->rows + r] = acc;
         }

@@ -3,7 +3,8 @@
 # this CPU has (plain C, AVX2, AVX-512: RUN_KERNELS selects one), so that no
 # path can hide a bug, then prints the total as its last line:
 # "N passed, N failed". The kernel and forward-pass tests (test_kernels,
-# test_net) run on every path; the whole suite on the FULL_PATHS.
+# test_net) run on every path (and on AVX-512 with both ways of bf16
+# arithmetic, RUN_BF16_DOT); the whole suite on the FULL_PATHS.
 #   TESTBIN:    folder of the built tests/test_* programs (default build/tests)
 #   RUN:        the run binary the end-to-end scripts use (default ./run)
 #   FULL_PATHS: the paths the whole suite runs on, "best" naming the CPU's
@@ -60,5 +61,17 @@ for path in $paths; do
         report "$t" "$?"
     done
 done
+# The AVX-512 path does bf16 arithmetic with the BF16 dot product or with
+# FMAs, whichever this CPU runs faster: the kernel and forward-pass tests
+# run with each.
+if echo " $paths " | grep -q " avx512 "; then
+    for dot in instruction fma; do
+        echo "kernel path avx512, bf16 arithmetic by $dot (the kernel and forward-pass tests):"
+        for t in "$TESTBIN"/test_kernels "$TESTBIN"/test_net; do
+            RUN_KERNELS=avx512 RUN_BF16_DOT=$dot "$t" >"$log" 2>&1
+            report "$t" "$?"
+        done
+    done
+fi
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]
