@@ -64,7 +64,7 @@ done
 # The AVX-512 path does bf16 arithmetic with the BF16 dot product or with
 # FMAs, whichever this CPU runs faster: the kernel and forward-pass tests
 # run with each.
-if echo " $paths " | grep -q " avx512 "; then
+if echo " " $paths " " | grep -q " avx512 "; then
     for dot in instruction fma; do
         echo "kernel path avx512, bf16 arithmetic by $dot (the kernel and forward-pass tests):"
         for t in "$TESTBIN"/test_kernels "$TESTBIN"/test_net; do
