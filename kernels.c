@@ -26,14 +26,15 @@ const char *weight_type_name(WeightType t) {
 static size_t row_groups(int rows) { return ((size_t)rows + ROW_GROUP - 1) / ROW_GROUP; }
 
 size_t matrix_bytes(const Matrix *m) {
-    size_t rows = m->layout == LAYOUT_ROWS ? (size_t)m->rows : row_groups(m->rows) * ROW_GROUP;
-    size_t n = rows * (size_t)m->cols;
+    size_t padded = row_groups(m->rows) * ROW_GROUP * (size_t)m->cols;
     switch (m->type) {
-    case WEIGHT_F32: return n * 4;
-    case WEIGHT_F16: return n * 2;
-    case WEIGHT_BF16: return m->layout == LAYOUT_ROWS ? n * 2 : rows * (((size_t)m->cols + 1) / 2) * 4;
-    case WEIGHT_Q8: return n + n / QUANT_BLOCK * 2;
-    case WEIGHT_Q4: return n / 2 + n / QUANT_BLOCK * 2;
+    case WEIGHT_F32:
+    case WEIGHT_F16:
+    case WEIGHT_BF16:
+        if (m->layout == LAYOUT_ROWS) return (size_t)m->rows * (size_t)m->cols * (m->type == WEIGHT_F32 ? 4 : 2);
+        return row_groups(m->rows) * group_bytes(m->type, m->cols);
+    case WEIGHT_Q8: return padded + padded / QUANT_BLOCK * 2;
+    case WEIGHT_Q4: return padded / 2 + padded / QUANT_BLOCK * 2;
     }
     return 0;
 }
@@ -183,7 +184,7 @@ static void matmul_part(void *arg, int part, int n_parts) {
     int r0, r1;
     part_rows(job->w->rows, part, n_parts, &r0, &r1);
     if (r0 >= r1) return;
-    if (job->w->type == WEIGHT_Q8 || job->w->type == WEIGHT_Q4)
+    if (quantized(job->w))
         job->path->matmul_quant(job->out, &job->xq, job->w, job->n_tokens, r0, r1);
     else if (bf16_math(job->w))
         job->path->matmul_bf16(job->out, job->x_tiles, job->w, job->n_tokens, r0, r1);
@@ -292,7 +293,7 @@ static size_t stored_index(const Matrix *w, int r, int k) {
 
 /* W[r][k] of any matrix, in either layout, as a float. */
 static float weight_at(const Matrix *w, int r, int k) {
-    size_t i = w->type == WEIGHT_Q8 || w->type == WEIGHT_Q4 ? 0 : stored_index(w, r, k);
+    size_t i = quantized(w) ? 0 : stored_index(w, r, k);
     switch (w->type) {
     case WEIGHT_F32: return ((const float *)w->data)[i];
     case WEIGHT_F16: return f16_to_f32(((const uint16_t *)w->data)[i]);
@@ -339,7 +340,7 @@ static void to_grouped_part(void *arg, int part, int n_parts) {
  * group are 0. */
 static Matrix grouped_copy(const Matrix *src, WeightType type, ThreadPool *pool) {
     Matrix m = {type, src->rows, src->cols, NULL, NULL, NULL, src->math, LAYOUT_GROUPED};
-    size_t bytes = matrix_bytes(&m), last_group = bytes / row_groups(src->rows);
+    size_t bytes = matrix_bytes(&m), last_group = group_bytes(type, src->cols);
     m.owned = xmalloc_huge(bytes);
     memset((char *)m.owned + bytes - last_group, 0, last_group);
     m.data = m.owned;
