@@ -228,6 +228,51 @@ size_t model_weight_bytes(const Model *m) {
     return total;
 }
 
+/* ---- the weights on paper ---- */
+
+/* Adds a rows x cols matrix `name` to the plan: its bytes in the format it
+ * runs in, its parameters; `read` says whether a decoded token reads it. */
+static void plan_matrix(WeightPlan *p, const char *name, int rows, int cols, WeightType stored, WeightType type, bool read) {
+    Matrix m = {.type = matrix_format(name, cols, stored, type), .rows = rows, .cols = cols, .layout = LAYOUT_GROUPED};
+    size_t bytes = matrix_bytes(&m);
+    double params = (double)rows * cols;
+    p->bytes += bytes;
+    p->params += params;
+    p->bytes_per_token += read ? bytes : 0;
+    p->active_params += read ? params : 0;
+}
+
+void weight_plan(WeightPlan *p, const Config *c, WeightType stored, WeightType type) {
+    *p = (WeightPlan){0};
+    int q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
+    char n[128], suffix[96];
+    /* The embedding: a token reads one row of it, unless it is the head too;
+     * its parameters count as active (as a model's "A3B" counts them). */
+    plan_matrix(p, "model.embed_tokens.weight", c->vocab_size, c->dim, stored, type, c->tied_embeddings);
+    if (!c->tied_embeddings) p->active_params += (double)c->vocab_size * c->dim;
+    for (int l = 0; l < c->n_layers; l++) {
+        plan_matrix(p, "q_proj", q_dim, c->dim, stored, type, true);
+        plan_matrix(p, "k_proj", kv_dim, c->dim, stored, type, true);
+        plan_matrix(p, "v_proj", kv_dim, c->dim, stored, type, true);
+        plan_matrix(p, "o_proj", c->dim, q_dim, stored, type, true);
+        if (!layer_is_sparse(c, l)) {
+            plan_matrix(p, "gate_proj", c->hidden_dim, c->dim, stored, type, true);
+            plan_matrix(p, "up_proj", c->hidden_dim, c->dim, stored, type, true);
+            plan_matrix(p, "down_proj", c->dim, c->hidden_dim, stored, type, true);
+            continue;
+        }
+        plan_matrix(p, layer_name(n, l, "mlp.gate.weight"), c->moe.n_experts, c->dim, stored, type, true);
+        for (int x = 0; x < c->moe.n_experts; x++) {
+            bool chosen = x < c->moe.n_used;  /* a token reads n_used of them */
+            snprintf(suffix, sizeof suffix, "mlp.experts.%d", x);
+            plan_matrix(p, layer_name(n, l, suffix), c->moe.hidden_dim, c->dim, stored, type, chosen);
+            plan_matrix(p, n, c->moe.hidden_dim, c->dim, stored, type, chosen);
+            plan_matrix(p, n, c->dim, c->moe.hidden_dim, stored, type, chosen);
+        }
+    }
+    if (!c->tied_embeddings) plan_matrix(p, "lm_head.weight", c->vocab_size, c->dim, stored, type, true);
+}
+
 /* ---- the KV cache and the scratch space ---- */
 
 size_t kv_cache_bytes(const Config *c, int capacity) {
@@ -338,6 +383,18 @@ static int choose_dtype(DTypeChoice choice, WeightType stored, WeightType *out, 
     return 0;
 }
 
+/* The weights in the chosen format (every expert of a mixture: all are
+ * loaded) and the KV cache must fit in this machine's memory. */
+static int check_memory(const Model *m, WeightType stored, Error *e) {
+    WeightPlan plan;
+    weight_plan(&plan, &m->config, stored, m->dtype);
+    size_t kv = kv_cache_bytes(&m->config, m->max_context), limit = memory_limit();
+    if (plan.bytes < limit && kv < limit - plan.bytes) return 0;
+    return fail(e, "the weights take %.1f GB as %s and the KV cache %.1f GB (context %d): more than the %.1f GB this machine "
+                "can hold", (double)plan.bytes / 1e9, weight_type_name(m->dtype), (double)kv / 1e9, m->max_context,
+                (double)limit / 1e9);
+}
+
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     memset(m, 0, sizeof *m);
     char *path = weights_path(model, e);
@@ -375,6 +432,11 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     if (opt->math == MATH_BF16 && m->dtype != WEIGHT_BF16) {
         st_close(&m->st);
         return fail(e, "bf16 arithmetic needs bf16 weights (these run as %s)", weight_type_name(m->dtype));
+    }
+    m->stored = weight_type_of(embed->dtype);
+    if (check_memory(m, m->stored, e) != 0) {
+        st_close(&m->st);
+        return -1;
     }
     m->math = opt->math;
     m->pool = pool_new(opt->threads > 0 ? opt->threads : cpu_count());

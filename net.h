@@ -119,6 +119,7 @@ typedef struct {
     RunState state;
     int max_context;           /* the largest KV cache capacity a forward pass accepts */
     WeightType dtype;          /* format of the big matrices */
+    WeightType stored;         /* their format in the checkpoint */
     MathMode math;             /* how bf16 matrices multiply */
     SafeTensors st;            /* the mapped checkpoint */
     ThreadPool *pool;
@@ -130,6 +131,20 @@ typedef struct {
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e);
 void model_free(Model *m);
 
+
+/* The weights of a model with config c, stored as `stored`, when it runs
+ * as `type` (each matrix in the format loading gives it), on paper: bytes
+ * and parameters in all, and what a decoded token reads - every matrix but
+ * the embedding table (one row) and, in a sparse layer, the experts not
+ * chosen. */
+typedef struct {
+    size_t bytes;              /* every matrix, every expert */
+    size_t bytes_per_token;
+    double params;             /* the matrices' parameters (not the norms') */
+    double active_params;      /* those a token uses: the embedding, attention, router, chosen experts, head */
+} WeightPlan;
+
+void weight_plan(WeightPlan *p, const Config *c, WeightType stored, WeightType type);
 
 /* Bytes of the weights as run, and of a KV cache of `capacity` positions. */
 size_t model_weight_bytes(const Model *m);

@@ -460,6 +460,10 @@ static void test_load_errors(void) {
     load_refused(dir, extra, opt, "tensor 'model.layers.1.mlp.gate_proj.weight' is missing");
     snprintf(extra, sizeof extra, "%s, \"num_experts\": 4, \"intermediate_size\": 176, \"decoder_sparse_step\": 2", moe);
     load_refused(dir, extra, opt, "tensor 'model.layers.0.mlp.gate_proj.weight' is missing");
+    /* The memory check counts every expert, chosen or not: 2 layers x 65536
+     * experts x 3 matrices x 1048576 x 64 bf16 values = 52776.6 GB. */
+    snprintf(extra, sizeof extra, "%s, \"num_experts\": 65536, \"moe_intermediate_size\": 1048576", moe);
+    load_refused(dir, extra, opt, "the weights take 52776.6 GB as bf16");
     snprintf(extra, sizeof extra, "\"model_type\": \"qwen3\", \"vocab_size\": 256");
     load_refused(dir, extra, opt, "tensor 'model.layers.0.mlp.gate_proj.weight' is missing");
 }
