@@ -3,7 +3,8 @@
 independent numpy reference of transformers' Qwen2, Qwen3, Qwen3-MoE and Llama
 (ref_forward.py), and by PyTorch itself where it decides:
 
-tests/data/forward_golden.json: logits for the forward-pass tests.
+tests/data/forward_golden.json: logits for the forward-pass tests (and the experts each token went
+  to in each sparse layer of the Qwen3-MoE cases, [sparse layer][position][k], most probable first).
 tests/data/topk_golden.json: the experts torch.topk picks from probabilities
   full of ties (the order it leaves equal ones in is its own), for
   tests/test_moe.c.
@@ -91,26 +92,31 @@ def reference_module():
     spec.loader.exec_module(ref)
     return ref
 
-def torch_topk_logits(d, tokens):
+def reference_with_torch_topk(d, tokens):
     """The reference's logits with each token's experts chosen by torch.topk (as transformers'
-    Qwen3MoeSparseMoeBlock does) instead of by the reference's stable sort; the rest is its own."""
+    Qwen3MoeSparseMoeBlock does) instead of by its own stable sort (the lowest expert number first
+    among equals), and the experts chosen: [sparse layer][position][k], most probable first."""
     import numpy as np, torch
     cfg = json.load(open(os.path.join(d, "config.json")))
+    k, n = cfg["num_experts_per_tok"], len(tokens)
+    chosen = []
 
     class NumpyWithTorchTopk:
         """numpy, but for argsort, which the reference uses only as argsort(-probs, kind="stable")[:k]
-        to order the experts it takes: here torch.topk's k come first, the rest after."""
+        to order the experts a token takes, token after token, layer after layer: here torch.topk's k
+        come first, the rest after."""
         def __getattr__(self, name):
             return getattr(np, name)
         def argsort(self, a, kind=None):
-            probs = torch.from_numpy(np.ascontiguousarray(-a, dtype=np.float32))
-            top = torch.topk(probs, cfg["num_experts_per_tok"]).indices.tolist()
+            top = torch.topk(torch.from_numpy(np.ascontiguousarray(-a, dtype=np.float32)), k).indices.tolist()
+            chosen.append(top)
             return np.array(top + [i for i in range(len(a)) if i not in top])
 
     ref = reference_module()
     ref.np = NumpyWithTorchTopk()
     logits = ref.forward(cfg, ref.load(d), tokens)
-    return array.array("f", np.asarray(logits, dtype=np.float32).ravel().tobytes())
+    routes = [chosen[i:i + n] for i in range(0, len(chosen), n)]
+    return array.array("f", np.asarray(logits, dtype=np.float32).ravel().tobytes()), routes
 
 def forward_golden():
     cases = []
@@ -125,9 +131,11 @@ def forward_golden():
             logits = array.array("f")
             with open(out, "rb") as f:
                 logits.frombytes(f.read())
+            routes = None
+            if cfg["model_type"] == "qwen3_moe":
+                topk_logits, routes = reference_with_torch_topk(d, tokens)
             if any(flag in args for flag in TIED_ROUTERS):
-                stable = logits
-                logits = torch_topk_logits(d, tokens)
+                stable, logits = logits, topk_logits
                 differ = max(abs(a - b) for a, b in zip(logits, stable)) / max(abs(v) for v in logits)
                 assert differ > 1e-2, f"{name}: torch.topk and the lowest-number-first choice agree ({differ:.1e})"
                 print(f"{name}: torch.topk's ties differ from lowest-number-first by {differ:.2e}", file=sys.stderr)
@@ -139,12 +147,14 @@ def forward_golden():
             positions.append({"argmax": best, "max_abs": max(abs(v) for v in row),
                               "logits": [float("%.9g" % row[i]) for i in samples]})
         cases.append({"name": name, "args": args, "tokens": tokens, "sample_ids": samples, "positions": positions})
+        if routes:
+            cases[-1]["routes"] = routes
         print(name, "done", file=sys.stderr)
     # One line per position keeps the file small and its diffs readable.
     with open(os.path.join(ROOT, "tests", "data", "forward_golden.json"), "w") as f:
         f.write('{"generator": "scripts/make_golden.py", "reference": "ref_forward.py (numpy, fp32)",\n"cases": [\n')
         for i, c in enumerate(cases):
-            head = {k: c[k] for k in ("name", "args", "tokens", "sample_ids")}
+            head = {k: c[k] for k in ("name", "args", "tokens", "sample_ids", "routes") if k in c}
             f.write(json.dumps(head)[:-1] + ',\n"positions": [\n')
             f.write(",\n".join(json.dumps(p, separators=(",", ":")) for p in c["positions"]))
             f.write("]}" + (",\n" if i + 1 < len(cases) else "\n"))

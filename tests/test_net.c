@@ -94,8 +94,7 @@ static double whole_vocabulary_error(const float *got, const float *exact, size_
 /* ---- mixtures of experts: where rounding changes a route ---- */
 
 /* The experts each token went to in each sparse layer: [layer][position][k],
- * each set in increasing order (the order of choice does not change the
- * output's terms). */
+ * most probable first. */
 typedef struct {
     int n_layers, n, k;
     int *experts;
@@ -105,14 +104,19 @@ static void record_route(void *ctx, int layer, int pos, int n_tokens, int k, con
     (void)weights;
     Routes *r = ctx;
     for (int t = 0; t < n_tokens && pos + t < r->n; t++) {
-        int *set = r->experts + ((size_t)layer * r->n + pos + t) * k;
-        memcpy(set, experts + (size_t)t * k, (size_t)k * sizeof *set);
-        for (int i = 1; i < k; i++)
-            for (int j = i; j > 0 && set[j] < set[j - 1]; j--) {
-                int x = set[j];
-                set[j] = set[j - 1], set[j - 1] = x;
-            }
+        memcpy(r->experts + ((size_t)layer * r->n + pos + t) * k, experts + (size_t)t * k, (size_t)k * sizeof(int));
     }
+}
+
+/* Whether two routes have the same experts (the order of choice does not
+ * change the output's terms). */
+static bool same_experts(const int *a, const int *b, int k) {
+    for (int i = 0; i < k; i++) {
+        bool found = false;
+        for (int j = 0; j < k; j++) found |= a[i] == b[j];
+        if (!found) return false;
+    }
+    return true;
 }
 
 /* Logits, and the routes taken, of a checkpoint with experts. */
@@ -123,11 +127,28 @@ static float *run_routed(const char *dir, ModelOptions opt, const int *tokens, i
     return run_logits_probed(dir, opt, tokens, n, 128, &probe);
 }
 
+/* The routes of the exact pass are the reference's, in its order (torch.topk's):
+ * golden[sparse layer][position][k]. */
+static void check_routes(const char *name, const Config *c, const Routes *r, const JsonValue *golden) {
+    int agree = 0, all = 0, s = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!layer_is_sparse(c, l)) continue;
+        const JsonValue *layer = &golden->items[s++];
+        for (int p = 0; p < r->n; p++, all++) {
+            const JsonValue *want = &layer->items[p];
+            bool same = true;
+            for (int j = 0; j < r->k; j++) same &= r->experts[((size_t)l * r->n + p) * r->k + j] == want->items[j].number.integer;
+            agree += same;
+        }
+    }
+    CHECK(s == (int)golden->len && agree == all, "%s: each token's experts are the reference's, in its order (%d/%d)", name,
+          agree, all);
+}
+
 /* Whether position p took the same route in every layer. */
 static bool same_route(const Routes *a, const Routes *b, int p) {
     for (int l = 0; l < a->n_layers; l++)
-        if (memcmp(a->experts + ((size_t)l * a->n + p) * a->k, b->experts + ((size_t)l * b->n + p) * b->k,
-                   (size_t)a->k * sizeof(int)) != 0)
+        if (!same_experts(a->experts + ((size_t)l * a->n + p) * a->k, b->experts + ((size_t)l * b->n + p) * b->k, a->k))
             return false;
     return true;
 }
@@ -202,7 +223,10 @@ static void test_case(const JsonValue *c) {
     /* A mixture of experts: the routes of the exact pass, for the approximate formats. */
     bool moe = cfg.moe.n_experts > 0;
     Routes routes = {0};
-    if (moe) free(run_routed(dir, opt, tokens, n, &cfg, &routes));
+    if (moe) {
+        free(run_routed(dir, opt, tokens, n, &cfg, &routes));
+        check_routes(name, &cfg, &routes, json_get(c, "routes"));
+    }
 
     ModelOptions f32 = {.threads = 2, .dtype = DTYPE_AS_F32};
     float *converted = run_logits(dir, f32, tokens, n, 128);
