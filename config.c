@@ -89,6 +89,7 @@ static const struct {
     {.model_type = "qwen2", .arch = ARCH_QWEN2, .name = "Qwen2"},
     {.model_type = "qwen3", .arch = ARCH_QWEN3, .name = "Qwen3"},
     {.model_type = "llama", .arch = ARCH_LLAMA, .name = "Llama"},
+    {.model_type = "qwen3_moe", .arch = ARCH_QWEN3_MOE, .name = "Qwen3-MoE"},
 };
 enum { N_ARCHITECTURES = sizeof architectures / sizeof architectures[0] };
 
@@ -107,11 +108,12 @@ static int read_architecture(const char *path, const JsonValue *root, Config *c,
             c->arch = architectures[i].arch;
             return 0;
         }
-    return fail(e, "%s: model_type \"%.64s\" is not supported (run implements qwen2, qwen3 and llama)", path, v->string);
+    return fail(e, "%s: model_type \"%.64s\" is not supported (run implements qwen2, qwen3, qwen3_moe and llama)", path,
+                v->string);
 }
 
 /* The biases and norms each family's modules are built with (transformers'
- * modeling_qwen2, modeling_qwen3 and modeling_llama). */
+ * modeling_qwen2, modeling_qwen3, modeling_qwen3_moe and modeling_llama). */
 static int read_layout(const char *path, const JsonValue *root, Config *c, Error *e) {
     bool attention_bias = false, mlp_bias = false;
     if (config_bool(path, root, "attention_bias", false, &attention_bias, e) ||
@@ -120,8 +122,39 @@ static int read_layout(const char *path, const JsonValue *root, Config *c, Error
     c->qkv_bias = c->arch == ARCH_QWEN2 || attention_bias;
     c->o_bias = c->arch != ARCH_QWEN2 && attention_bias;
     c->mlp_bias = c->arch == ARCH_LLAMA && mlp_bias;
-    c->qk_norm = c->arch == ARCH_QWEN3;
+    c->qk_norm = c->arch == ARCH_QWEN3 || c->arch == ARCH_QWEN3_MOE;
     return 0;
+}
+
+/* qwen3_moe's experts, with Qwen3MoeConfig's defaults for absent fields
+ * (128 experts, 8 per token, width 768, no renormalisation, every layer
+ * sparse); mlp_only_layers lists layers that keep a dense MLP. */
+static int read_experts(const char *path, const JsonValue *root, Config *c, Error *e) {
+    MoeConfig *moe = &c->moe;
+    if (c->arch != ARCH_QWEN3_MOE) return 0;
+    if (config_int(path, root, "num_experts", 0, 1 << 16, 128, &moe->n_experts, e) ||
+        config_int(path, root, "moe_intermediate_size", 1, 1 << 20, 768, &moe->hidden_dim, e) ||
+        config_int(path, root, "decoder_sparse_step", 1, 1024, 1, &moe->sparse_step, e) ||
+        config_bool(path, root, "norm_topk_prob", false, &moe->norm_topk_prob, e))
+        return -1;
+    if (config_int(path, root, "num_experts_per_tok", 1, 1 << 16, 8, &moe->n_used, e)) return -1;
+    if (moe->n_experts > 0 && moe->n_used > moe->n_experts)
+        return fail(e, "%s: num_experts_per_tok %d is more than num_experts %d", path, moe->n_used, moe->n_experts);
+    const JsonValue *only = json_get(root, "mlp_only_layers");
+    if (!only || only->type == JSON_NULL) return 0;
+    if (only->type != JSON_ARRAY) return fail(e, "%s: \"mlp_only_layers\" must be a list of layer numbers", path);
+    for (size_t i = 0; i < only->len; i++) {
+        const JsonValue *v = &only->items[i];
+        if (v->type != JSON_NUMBER || !v->number.is_integer || v->number.integer < 0 || v->number.integer >= c->n_layers)
+            return fail(e, "%s: \"mlp_only_layers\" must hold layer numbers in [0, %d)", path, c->n_layers);
+        moe->dense[v->number.integer / 64] |= (uint64_t)1 << (v->number.integer % 64);
+    }
+    return 0;
+}
+
+bool layer_is_sparse(const Config *c, int l) {
+    const MoeConfig *moe = &c->moe;
+    return moe->n_experts > 0 && (l + 1) % moe->sparse_step == 0 && !(moe->dense[l / 64] >> (l % 64) & 1);
 }
 
 /* RoPE: the base frequency and the scaling, from "rope_scaling" (transformers
@@ -171,7 +204,7 @@ static int config_check(const char *path, const JsonValue *root, Config *c, Erro
         return -1;
     if (config_int(path, root, "hidden_size", 1, 1 << 16, 0, &c->dim, e) ||
         config_int(path, root, "intermediate_size", 1, 1 << 20, 0, &c->hidden_dim, e) ||
-        config_int(path, root, "num_hidden_layers", 1, 1024, 0, &c->n_layers, e) ||
+        config_int(path, root, "num_hidden_layers", 1, MAX_LAYERS, 0, &c->n_layers, e) ||
         config_int(path, root, "num_attention_heads", 1, 1024, 0, &c->n_heads, e) ||
         config_int(path, root, "num_key_value_heads", 1, 1024, c->n_heads, &c->n_kv_heads, e) ||
         config_int(path, root, "vocab_size", 1, 1 << 24, 0, &c->vocab_size, e) ||
@@ -189,7 +222,7 @@ static int config_check(const char *path, const JsonValue *root, Config *c, Erro
     if ((long long)c->n_heads * c->head_dim > (1 << 20))
         return fail(e, "%s: num_attention_heads x head_dim is too large", path);
     if (config_bool(path, root, "tie_word_embeddings", false, &c->tied_embeddings, e) ||
-        config_int(path, root, "bos_token_id", -1, INT32_MAX, -1, &c->bos_id, e))
+        config_int(path, root, "bos_token_id", -1, INT32_MAX, -1, &c->bos_id, e) || read_experts(path, root, c, e))
         return -1;
     return read_eos_ids(path, root, c->eos_ids, &c->n_eos, e);
 }

@@ -1,26 +1,43 @@
 /* config.h - config.json: the architecture of a checkpoint, read and checked.
  *
- * Three families share one transformer; what differs between them is a
+ * The families share one transformer; what differs between them is a
  * handful of fields here (which biases exist, a norm on queries and keys,
- * how RoPE's frequencies are scaled), never a second forward pass:
+ * how RoPE's frequencies are scaled, experts in place of an MLP), never a
+ * second forward pass:
  *
- *   model_type  q/k/v bias  o bias  MLP bias  q/k norm  RoPE scaling
- *   qwen2       yes         no      no        no        none
- *   qwen3       if attention_bias   no        yes       none
- *   llama       if attention_bias   mlp_bias  no        none or llama3
+ *   model_type  q/k/v bias  o bias  MLP bias  q/k norm  RoPE scaling    MLP
+ *   qwen2       yes         no      no        no        none            dense
+ *   qwen3       if attention_bias   no        yes       none            dense
+ *   llama       if attention_bias   mlp_bias  no        none or llama3  dense
+ *   qwen3_moe   if attention_bias   no        yes       none            experts (MoeConfig)
  */
 #ifndef CONFIG_H
 #define CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "json.h"
 #include "util.h"
 
 #define MAX_EOS_IDS 8
 
-typedef enum { ARCH_QWEN2, ARCH_QWEN3, ARCH_LLAMA } Architecture;
+typedef enum { ARCH_QWEN2, ARCH_QWEN3, ARCH_LLAMA, ARCH_QWEN3_MOE } Architecture;
+
+enum { MAX_LAYERS = 1024 };
+
+/* A mixture of experts (qwen3_moe, transformers' Qwen3MoeSparseMoeBlock):
+ * in a sparse layer the MLP is n_experts SwiGLU MLPs ("experts") of width
+ * hidden_dim, and a router that picks n_used of them for each token. */
+typedef struct {
+    int n_experts;             /* num_experts (0: no sparse layer) */
+    int n_used;                /* num_experts_per_tok */
+    int hidden_dim;            /* moe_intermediate_size */
+    bool norm_topk_prob;       /* the chosen experts' weights are rescaled to sum to 1 */
+    int sparse_step;           /* decoder_sparse_step: layer l may be sparse when (l + 1) % step == 0 */
+    uint64_t dense[MAX_LAYERS / 64]; /* bit l: layer l is in mlp_only_layers (a dense MLP) */
+} MoeConfig;
 
 /* Llama 3.1's RoPE scaling ("rope_type": "llama3"): long wavelengths are
  * slowed down by `factor`, short ones kept, the band between blended. */
@@ -50,6 +67,7 @@ typedef struct {
     bool mlp_bias;             /* gate_proj, up_proj and down_proj have biases */
     bool qk_norm;              /* an RMSNorm over each head of q and of k, before RoPE */
     bool tied_embeddings;      /* tie_word_embeddings: the output head is the embedding matrix */
+    MoeConfig moe;             /* qwen3_moe's experts, else all 0 */
     int bos_id;                /* bos_token_id, or -1 */
     int eos_ids[MAX_EOS_IDS];  /* eos_token_id (a number or a list) */
     int n_eos;
@@ -67,7 +85,10 @@ int config_parse(Config *c, const char *text, size_t len, const char *label, Err
  * (leaves *n_ids as it is), one id, or a list of ids. */
 int read_eos_ids(const char *path, const JsonValue *root, int ids[MAX_EOS_IDS], int *n_ids, Error *e);
 
-/* "Qwen2", "Qwen3" or "Llama". */
+/* Whether layer l's MLP is a mixture of experts (else a dense MLP). */
+bool layer_is_sparse(const Config *c, int l);
+
+/* "Qwen2", "Qwen3", "Llama" or "Qwen3-MoE". */
 const char *architecture_name(Architecture a);
 
 /* The rotation frequency of each pair of a head's dimensions:

@@ -166,87 +166,160 @@ static int parts_for(int rows, ThreadPool *pool) {
     return (int)(groups < parts ? groups : parts);
 }
 
+/* One product of a batch with its activations prepared: its row groups are
+ * groups first_group .. of the batch's. */
 typedef struct {
-    const KernelPath *path;
     const Matrix *w;
     const float *x;             /* [n_tokens][cols] */
     const float *x_tiles;       /* f32, f16, bf16: x in tiles (kernels_path.h), rounded to bf16 for bf16 arithmetic */
     QuantizedRows xq;           /* q8, q4: x quantized */
     int n_tokens;
     float *out;
+    size_t first_group;
+    bool shares;                /* its activations are the previous product's */
+} Prepared;
+
+typedef struct {
+    const KernelPath *path;
+    Prepared *products;
+    int n;
+    size_t groups;              /* row groups of all the products */
+    size_t rows_to_prepare;     /* token rows whose activations are prepared */
 } MatmulJob;
 
 static bool quantized(const Matrix *w) { return w->type == WEIGHT_Q8 || w->type == WEIGHT_Q4; }
 static bool bf16_math(const Matrix *w) { return w->type == WEIGHT_BF16 && w->math == MATH_BF16; }
 
+/* Row groups [g0, g1) of the batch: each product's share of them. */
 static void matmul_part(void *arg, int part, int n_parts) {
     const MatmulJob *job = arg;
-    int r0, r1;
-    part_rows(job->w->rows, part, n_parts, &r0, &r1);
-    if (r0 >= r1) return;
-    if (quantized(job->w))
-        job->path->matmul_quant(job->out, &job->xq, job->w, job->n_tokens, r0, r1);
-    else if (bf16_math(job->w))
-        job->path->matmul_bf16(job->out, job->x_tiles, job->w, job->n_tokens, r0, r1);
-    else
-        job->path->matmul_float(job->out, job->x_tiles, job->w, job->n_tokens, r0, r1);
+    size_t g0 = job->groups * (size_t)part / (size_t)n_parts, g1 = job->groups * (size_t)(part + 1) / (size_t)n_parts;
+    for (int i = 0; i < job->n && g0 < g1; i++) {
+        const Prepared *p = &job->products[i];
+        size_t end = p->first_group + row_groups(p->w->rows);
+        if (g0 >= end) continue;
+        size_t a = (g0 - p->first_group) * ROW_GROUP, b = ((g1 < end ? g1 : end) - p->first_group) * ROW_GROUP;
+        int r0 = (int)a, r1 = (int)(b < (size_t)p->w->rows ? b : (size_t)p->w->rows);
+        if (quantized(p->w))
+            job->path->matmul_quant(p->out, &p->xq, p->w, p->n_tokens, r0, r1);
+        else if (bf16_math(p->w))
+            job->path->matmul_bf16(p->out, p->x_tiles, p->w, p->n_tokens, r0, r1);
+        else
+            job->path->matmul_float(p->out, p->x_tiles, p->w, p->n_tokens, r0, r1);
+        g0 = end;
+    }
 }
 
-/* The activations' preparation: token rows split between the parts. */
+/* Token row t of product p's activations, made ready for its format. */
+static void prepare_row(const KernelPath *path, const Prepared *p, int t) {
+    int n = p->n_tokens, K = p->w->cols;
+    const float *x = p->x + (size_t)t * K;
+    if (p->x_tiles) {
+        float *tiles = (float *)p->x_tiles + tile_index(n, K, t, 0);
+        size_t step = (size_t)tile_width(n, t);
+        if (bf16_math(p->w))
+            for (int k = 0; k < K; k++) tiles[(size_t)k * step] = bf16_to_f32(f32_to_bf16(x[k]));
+        else
+            for (int k = 0; k < K; k++) tiles[(size_t)k * step] = x[k];
+    } else {
+        size_t b = (size_t)t * (K / QUANT_BLOCK);
+        path->quantize_row((int8_t *)p->xq.q + (size_t)t * K, (float *)p->xq.scale + b, (int32_t *)p->xq.sum + b, x, K);
+    }
+}
+
+/* The activations' preparation: the token rows of every product that
+ * prepares its own split evenly between the parts. */
 static void prepare_part(void *arg, int part, int n_parts) {
     const MatmulJob *job = arg;
-    int n = job->n_tokens, K = job->w->cols, t0 = n * part / n_parts, t1 = n * (part + 1) / n_parts;
-    for (int t = t0; t < t1; t++) {
-        const float *x = job->x + (size_t)t * K;
-        if (job->x_tiles) {
-            float *tiles = (float *)job->x_tiles + tile_index(n, K, t, 0);
-            size_t step = (size_t)tile_width(n, t);
-            if (bf16_math(job->w))
-                for (int k = 0; k < K; k++) tiles[(size_t)k * step] = bf16_to_f32(f32_to_bf16(x[k]));
-            else
-                for (int k = 0; k < K; k++) tiles[(size_t)k * step] = x[k];
+    size_t from = job->rows_to_prepare * (size_t)part / (size_t)n_parts, to = job->rows_to_prepare * (size_t)(part + 1) / (size_t)n_parts;
+    size_t first = 0;  /* the first of the product's rows among all rows to prepare */
+    for (int i = 0; i < job->n && first < to; i++) {
+        const Prepared *p = &job->products[i];
+        bool own = !p->shares && (quantized(p->w) || p->x_tiles != p->x);
+        if (!own) continue;
+        for (size_t r = from > first ? from : first; r < to && r < first + (size_t)p->n_tokens; r++)
+            prepare_row(job->path, p, (int)(r - first));
+        first += (size_t)p->n_tokens;
+    }
+}
+
+/* How a product's activations are prepared: 0 quantized, 1 fp32 tiles,
+ * 2 tiles rounded to bf16. Products with the same x, tokens, width and kind
+ * share one preparation. */
+static int preparation_kind(const Matrix *w) { return quantized(w) ? 0 : bf16_math(w) ? 2 : 1; }
+
+/* Bytes of n prepared activations for w (scales and sums, then the int8
+ * values; or floats), rounded up to whole cache lines so that the next
+ * product's start aligned. */
+static size_t activation_bytes(const Matrix *w, size_t n) {
+    size_t bytes = quantized(w) ? n / QUANT_BLOCK * (sizeof(float) + sizeof(int32_t)) + n : n * sizeof(float);
+    return (bytes + 63) / 64 * 64;
+}
+
+/* Lays out the batch and prepares the activations each format needs in the
+ * pool's scratch memory; one token's fp32 tile is x itself. */
+static void prepare(MatmulJob *job, const MatmulProduct *products, ThreadPool *pool) {
+    size_t bytes = 0;
+    for (int i = 0; i < job->n; i++) {
+        const MatmulProduct *in = &products[i];
+        Prepared *p = &job->products[i], *prev = i > 0 ? &job->products[i - 1] : NULL;
+        if (!quantized(in->w) && in->w->layout != LAYOUT_GROUPED)
+            die("matmul: a %s matrix in the row-major layout of a file (matrix_grouped makes the product's layout)",
+                weight_type_name(in->w->type));
+        *p = (Prepared){.w = in->w, .x = in->x, .n_tokens = in->n_tokens, .out = in->out, .first_group = job->groups};
+        job->groups += row_groups(in->w->rows);
+        p->shares = prev && prev->x == in->x && prev->n_tokens == in->n_tokens && prev->w->cols == in->w->cols &&
+                    preparation_kind(prev->w) == preparation_kind(in->w);
+        size_t n = (size_t)in->n_tokens * (size_t)in->w->cols;
+        if (p->shares || (!quantized(in->w) && in->n_tokens == 1 && !bf16_math(in->w))) continue;
+        bytes += activation_bytes(in->w, n);
+        job->rows_to_prepare += (size_t)in->n_tokens;
+    }
+    char *buffer = bytes ? pool_scratch(pool, bytes) : NULL;
+    for (int i = 0; i < job->n; i++) {
+        Prepared *p = &job->products[i];
+        size_t n = (size_t)p->n_tokens * (size_t)p->w->cols;
+        if (p->shares) {
+            p->x_tiles = job->products[i - 1].x_tiles;
+            p->xq = job->products[i - 1].xq;
+        } else if (quantized(p->w)) {
+            size_t blocks = n / QUANT_BLOCK;
+            p->xq.scale = (float *)buffer;
+            p->xq.sum = (int32_t *)(p->xq.scale + blocks);
+            p->xq.q = (int8_t *)(p->xq.sum + blocks);
+            buffer += activation_bytes(p->w, n);
+        } else if (p->n_tokens == 1 && !bf16_math(p->w)) {
+            p->x_tiles = p->x;
         } else {
-            size_t b = (size_t)t * (K / QUANT_BLOCK);
-            job->path->quantize_row((int8_t *)job->xq.q + (size_t)t * K, (float *)job->xq.scale + b,
-                                    (int32_t *)job->xq.sum + b, x, K);
+            p->x_tiles = (float *)buffer;
+            buffer += activation_bytes(p->w, n);
         }
     }
+    size_t parts = job->rows_to_prepare < (size_t)pool_size(pool) ? job->rows_to_prepare : (size_t)pool_size(pool);
+    pool_run_parts(pool, (int)parts, prepare_part, job);
 }
 
-/* Prepares the activations the format needs in the pool's scratch memory;
- * one token's fp32 tile is x itself. */
-static void prepare(MatmulJob *job, ThreadPool *pool) {
-    if (!quantized(job->w) && job->w->layout != LAYOUT_GROUPED)
-        die("matmul: a %s matrix in the row-major layout of a file (matrix_grouped makes the product's layout)",
-            weight_type_name(job->w->type));
-    size_t n = (size_t)job->n_tokens * (size_t)job->w->cols;
-    if (quantized(job->w)) {
-        size_t blocks = n / QUANT_BLOCK;
-        void *buffer = pool_scratch(pool, blocks * (sizeof(float) + sizeof(int32_t)) + n);
-        job->xq.scale = buffer;
-        job->xq.sum = (int32_t *)((float *)buffer + blocks);
-        job->xq.q = (int8_t *)(job->xq.sum + blocks);
-    } else if (job->n_tokens == 1 && !bf16_math(job->w)) {
-        job->x_tiles = job->x;
-        return;
-    } else {
-        job->x_tiles = pool_scratch(pool, n * sizeof(float));
-    }
-    int parts = job->n_tokens < pool_size(pool) ? job->n_tokens : pool_size(pool);
-    pool_run_parts(pool, parts, prepare_part, job);
+/* The batch's row groups split into parts between the threads. */
+static void run_products(const KernelPath *path, const MatmulProduct *products, int n, ThreadPool *pool) {
+    Prepared small[4];
+    MatmulJob job = {.path = path, .products = n <= 4 ? small : xmalloc((size_t)n * sizeof(Prepared)), .n = n};
+    prepare(&job, products, pool);
+    size_t parts = (size_t)pool_size(pool) * PARTS_PER_THREAD;
+    pool_run_parts(pool, (int)(job.groups < parts ? job.groups : parts), matmul_part, &job);
+    if (job.products != small) free(job.products);
 }
+
+void matmul_batch(const MatmulProduct *products, int n, ThreadPool *pool) { run_products(path(), products, n, pool); }
 
 void matmul(float *out, const float *x, const Matrix *w, int n_tokens, ThreadPool *pool) {
-    MatmulJob job = {.path = path(), .w = w, .x = x, .n_tokens = n_tokens, .out = out};
-    prepare(&job, pool);
-    pool_run_parts(pool, parts_for(w->rows, pool), matmul_part, &job);
+    MatmulProduct product = {.out = out, .x = x, .w = w, .n_tokens = n_tokens};
+    run_products(path(), &product, 1, pool);
 }
 
 void matmul_plain(float *out, const float *x, const Matrix *w, int n_tokens) {
     ThreadPool *one = pool_new(1);
-    MatmulJob job = {.path = &kernels_plain, .w = w, .x = x, .n_tokens = n_tokens, .out = out};
-    prepare(&job, one);
-    matmul_part(&job, 0, 1);
+    MatmulProduct product = {.out = out, .x = x, .w = w, .n_tokens = n_tokens};
+    run_products(&kernels_plain, &product, 1, one);
     pool_free(one);
 }
 

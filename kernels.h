@@ -101,6 +101,21 @@ size_t matrix_bytes(const Matrix *m);
  * x is [n_tokens][w->cols], out is [n_tokens][w->rows]; w is grouped. */
 void matmul(float *out, const float *x, const Matrix *w, int n_tokens, ThreadPool *pool);
 
+/* One product of a batch: out = x w^T for n_tokens rows, as matmul. */
+typedef struct {
+    float *out;                /* [n_tokens][w->rows] */
+    const float *x;            /* [n_tokens][w->cols] */
+    const Matrix *w;
+    int n_tokens;
+} MatmulProduct;
+
+/* matmul of each of n products, with the same results, in one run of the
+ * pool: their row groups are shared out between the threads together, so
+ * that many small products (the experts of a mixture) keep every thread
+ * busy. Consecutive products with the same x, token count and width, whose
+ * formats prepare activations alike, prepare them once. */
+void matmul_batch(const MatmulProduct *products, int n, ThreadPool *pool);
+
 /* The same product on the plain C path, one scalar at a time: the
  * definition that the SIMD kernels follow, bit for bit. */
 void matmul_plain(float *out, const float *x, const Matrix *w, int n_tokens);

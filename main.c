@@ -304,6 +304,34 @@ static int *parse_ids(const Args *a, const char *what, const char *text, int *n)
 
 /* ---- info ---- */
 
+/* A mixture of experts: how many, how many a token takes, which layers. */
+static void print_experts(const Config *c) {
+    if (c->moe.n_experts == 0) return;
+    int sparse = 0;
+    for (int l = 0; l < c->n_layers; l++) sparse += layer_is_sparse(c, l);
+    printf("experts: %d per sparse layer (%d of %d layers), %d chosen per token, width %d, weights %s\n", c->moe.n_experts,
+           sparse, c->n_layers, c->moe.n_used, c->moe.hidden_dim, c->moe.norm_topk_prob ? "renormalised" : "as the softmax gives them");
+}
+
+/* The weights in each format, with every expert, and what a decoded token
+ * reads of them (the bound on decoding speed: those bytes / bandwidth). */
+static void print_formats(const Config *c, WeightType run_as, WeightType stored) {
+    WeightType formats[] = {stored, WEIGHT_F32, WEIGHT_Q8, WEIGHT_Q4};
+    WeightPlan plan;
+    weight_plan(&plan, c, stored, run_as);
+    printf("parameters per token: %.0f active of %.0f in the matrices (%.2f %s of %.2f %s; the embedding counted)\n",
+           plan.active_params, plan.params, plan.active_params >= 1e9 ? plan.active_params / 1e9 : plan.active_params / 1e6,
+           plan.active_params >= 1e9 ? "B" : "M", plan.params >= 1e9 ? plan.params / 1e9 : plan.params / 1e6,
+           plan.params >= 1e9 ? "B" : "M");
+    printf("read per decoded token: %zu bytes of weights (%.1f MB, %s)\n", plan.bytes_per_token, plan.bytes_per_token / 1e6,
+           weight_type_name(run_as));
+    printf("by format:  weights (every expert)  read per decoded token\n");
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        weight_plan(&plan, c, stored, formats[i]);
+        printf("  %-6s %18.1f MB %19.1f MB\n", weight_type_name(formats[i]), plan.bytes / 1e6, plan.bytes_per_token / 1e6);
+    }
+}
+
 static int cmd_info(Args *a) {
     const char *path = NULL;
     ModelOptions opt = {0};
@@ -334,6 +362,7 @@ static int cmd_info(Args *a) {
                c->rope_scaling.original_max_pos);
     printf("biases: q/k/v %s, o %s, MLP %s; q/k norm: %s\n", c->qkv_bias ? "yes" : "no", c->o_bias ? "yes" : "no",
            c->mlp_bias ? "yes" : "no", c->qk_norm ? "yes" : "no");
+    print_experts(c);
     printf("bos id: ");
     if (c->bos_id >= 0) printf("%d", c->bos_id);
     else printf("none");
@@ -359,6 +388,7 @@ static int cmd_info(Args *a) {
     printf("memory to run: weights %.1f MB (%s%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", weights / 1e6,
            weight_type_name(m.dtype), m.dtype == WEIGHT_F32 || m.dtype == WEIGHT_Q8 || m.dtype == WEIGHT_Q4 ? ", converted at load" : ", re-laid out at load",
            kv / 1e6, m.max_context, (weights + kv) / 1e6);
+    print_formats(c, m.dtype, m.stored);
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;

@@ -47,28 +47,43 @@ static const Tensor *find_tensor(Loader *ld, const char *name, int rows, int col
     return t;
 }
 
+/* Whether a tensor is the embedding or the output head (kept q8 under q4),
+ * or a router (kept as stored). */
+static bool is_head(const char *name) { return strcmp(name, "model.embed_tokens.weight") == 0 || strcmp(name, "lm_head.weight") == 0; }
+static bool is_router(const char *name) { return ends_with(name, ".mlp.gate.weight"); }
+
+/* The format the matrix `name` of `cols` columns, stored as `stored`, runs
+ * in when the model runs as `chosen`: the chosen one, but for rows that do
+ * not split into blocks of 32 (they stay as stored under q8 and q4), the
+ * embedding and the output head under q4 (q8: the logits are the most
+ * sensitive to rounding, and a token's embedding row is read alone, not
+ * streamed), and the routers of a mixture of experts (as stored under q8
+ * and q4: they choose, and are small). */
+static WeightType matrix_format(const char *name, int cols, WeightType stored, WeightType chosen) {
+    bool quantized = chosen == WEIGHT_Q8 || chosen == WEIGHT_Q4;
+    if (quantized && (cols % QUANT_BLOCK != 0 || is_router(name))) return stored;
+    return chosen == WEIGHT_Q4 && is_head(name) ? WEIGHT_Q8 : chosen;
+}
+
 /* A matrix copied from the mapping into the grouped layout the products
- * read (kernels.h), converted when another format is asked for; the
- * mapping's pages are then given back. With q4, the embedding and the output head are q8: the logits
- * are the most sensitive to rounding, and a token's embedding row is read
- * alone, not streamed. */
+ * read (kernels.h), converted when another format is asked for (see
+ * matrix_format); the mapping's pages are then given back. */
 static int load_matrix(Loader *ld, const char *name, int rows, int cols, Matrix *out, Error *e) {
     const Tensor *t = find_tensor(ld, name, rows, cols, e);
     if (!t) return -1;
     Model *m = ld->m;
     Matrix view = {.type = weight_type_of(t->dtype), .rows = rows, .cols = cols, .data = t->data, .math = MATH_EXACT,
                    .layout = LAYOUT_ROWS};
-    bool head = strcmp(name, "model.embed_tokens.weight") == 0 || strcmp(name, "lm_head.weight") == 0;
-    WeightType want = m->dtype == WEIGHT_Q4 && head ? WEIGHT_Q8 : m->dtype;
+    WeightType want = matrix_format(name, cols, view.type, m->dtype);
     if (want == view.type) *out = matrix_grouped(&view, m->pool);
-    else if ((want == WEIGHT_Q8 || want == WEIGHT_Q4) && cols % QUANT_BLOCK != 0) *out = matrix_grouped(&view, m->pool);  /* rows that don't split into blocks stay in their format */
     else if (want == WEIGHT_Q8) *out = matrix_to_q8(&view, m->pool);
     else if (want == WEIGHT_Q4) *out = matrix_to_q4(&view, m->pool);
     else *out = matrix_to_f32(&view, m->pool);
     release_mapped(t->data, t->nbytes);
-    /* bf16 arithmetic in the layers; the output head stays exact: it runs
-     * for one token per forward pass, so exactness there costs nothing. */
-    if (out->type == WEIGHT_BF16 && !head) out->math = m->math;
+    /* bf16 arithmetic in the layers; the output head and the routers stay
+     * exact: the head runs for one token per forward pass, so exactness
+     * there costs nothing, and a router's choice is not to be rounded. */
+    if (out->type == WEIGHT_BF16 && !is_head(name) && !is_router(name)) out->math = m->math;
     return 0;
 }
 
@@ -92,6 +107,40 @@ static const char *layer_name(char *buf, int l, const char *suffix) {
     return buf;
 }
 
+/* A sparse layer's MLP: the router and every expert's three matrices. */
+static int load_experts(Loader *ld, int l, LayerWeights *w, Error *e) {
+    const Config *c = &ld->m->config;
+    int E = c->moe.n_experts, hidden = c->moe.hidden_dim;
+    MoeWeights *moe = w->moe = xcalloc(1, sizeof *moe);
+    moe->experts = xcalloc((size_t)E, sizeof *moe->experts);
+    char n[128], suffix[96];
+    if (load_matrix(ld, layer_name(n, l, "mlp.gate.weight"), E, c->dim, &moe->router, e)) return -1;
+    for (int x = 0; x < E; x++) {
+        Expert *ex = &moe->experts[x];
+        snprintf(suffix, sizeof suffix, "mlp.experts.%d.gate_proj.weight", x);
+        if (load_matrix(ld, layer_name(n, l, suffix), hidden, c->dim, &ex->gate, e)) return -1;
+        snprintf(suffix, sizeof suffix, "mlp.experts.%d.up_proj.weight", x);
+        if (load_matrix(ld, layer_name(n, l, suffix), hidden, c->dim, &ex->up, e)) return -1;
+        snprintf(suffix, sizeof suffix, "mlp.experts.%d.down_proj.weight", x);
+        if (load_matrix(ld, layer_name(n, l, suffix), c->dim, hidden, &ex->down, e)) return -1;
+    }
+    return 0;
+}
+
+/* A dense layer's MLP. */
+static int load_mlp(Loader *ld, int l, LayerWeights *w, Error *e) {
+    const Config *c = &ld->m->config;
+    char n[128];
+    if (load_matrix(ld, layer_name(n, l, "mlp.gate_proj.weight"), c->hidden_dim, c->dim, &w->w_gate, e) ||
+        load_matrix(ld, layer_name(n, l, "mlp.up_proj.weight"), c->hidden_dim, c->dim, &w->w_up, e) ||
+        load_matrix(ld, layer_name(n, l, "mlp.down_proj.weight"), c->dim, c->hidden_dim, &w->w_down, e) ||
+        load_vector(ld, layer_name(n, l, "mlp.gate_proj.bias"), c->hidden_dim, c->mlp_bias, &w->b_gate, e) ||
+        load_vector(ld, layer_name(n, l, "mlp.up_proj.bias"), c->hidden_dim, c->mlp_bias, &w->b_up, e) ||
+        load_vector(ld, layer_name(n, l, "mlp.down_proj.bias"), c->dim, c->mlp_bias, &w->b_down, e))
+        return -1;
+    return 0;
+}
+
 static int load_layer(Loader *ld, int l, LayerWeights *w, Error *e) {
     const Config *c = &ld->m->config;
     int q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
@@ -107,15 +156,9 @@ static int load_layer(Loader *ld, int l, LayerWeights *w, Error *e) {
         load_vector(ld, layer_name(n, l, "self_attn.k_norm.weight"), c->head_dim, c->qk_norm, &w->k_norm, e) ||
         load_matrix(ld, layer_name(n, l, "self_attn.o_proj.weight"), c->dim, q_dim, &w->wo, e) ||
         load_vector(ld, layer_name(n, l, "self_attn.o_proj.bias"), c->dim, c->o_bias, &w->bo, e) ||
-        load_vector(ld, layer_name(n, l, "post_attention_layernorm.weight"), c->dim, true, &w->mlp_norm, e) ||
-        load_matrix(ld, layer_name(n, l, "mlp.gate_proj.weight"), c->hidden_dim, c->dim, &w->w_gate, e) ||
-        load_matrix(ld, layer_name(n, l, "mlp.up_proj.weight"), c->hidden_dim, c->dim, &w->w_up, e) ||
-        load_matrix(ld, layer_name(n, l, "mlp.down_proj.weight"), c->dim, c->hidden_dim, &w->w_down, e) ||
-        load_vector(ld, layer_name(n, l, "mlp.gate_proj.bias"), c->hidden_dim, c->mlp_bias, &w->b_gate, e) ||
-        load_vector(ld, layer_name(n, l, "mlp.up_proj.bias"), c->hidden_dim, c->mlp_bias, &w->b_up, e) ||
-        load_vector(ld, layer_name(n, l, "mlp.down_proj.bias"), c->dim, c->mlp_bias, &w->b_down, e))
+        load_vector(ld, layer_name(n, l, "post_attention_layernorm.weight"), c->dim, true, &w->mlp_norm, e))
         return -1;
-    return 0;
+    return layer_is_sparse(c, l) ? load_experts(ld, l, w, e) : load_mlp(ld, l, w, e);
 }
 
 /* Every tensor must have been used, but for those transformers also
@@ -165,6 +208,8 @@ static void free_weights(Model *m) {
         float *vecs[] = {lw->attn_norm, lw->mlp_norm, lw->bq, lw->bk, lw->bv, lw->q_norm, lw->k_norm, lw->bo,
                          lw->b_gate, lw->b_up, lw->b_down};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) free(vecs[i]);
+        if (lw->moe) moe_weights_free(lw->moe, &m->config);
+        free(lw->moe);
     }
     free(w->layers);
     free(w->final_norm);
@@ -177,9 +222,55 @@ size_t model_weight_bytes(const Model *m) {
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *lw = &w->layers[l];
         total += matrix_bytes(&lw->wq) + matrix_bytes(&lw->wk) + matrix_bytes(&lw->wv) + matrix_bytes(&lw->wo) +
-                 matrix_bytes(&lw->w_gate) + matrix_bytes(&lw->w_up) + matrix_bytes(&lw->w_down);
+                 matrix_bytes(&lw->w_gate) + matrix_bytes(&lw->w_up) + matrix_bytes(&lw->w_down) +
+                 (lw->moe ? moe_weight_bytes(lw->moe, c) : 0);
     }
     return total;
+}
+
+/* ---- the weights on paper ---- */
+
+/* Adds a rows x cols matrix `name` to the plan: its bytes in the format it
+ * runs in, its parameters; `read` says whether a decoded token reads it. */
+static void plan_matrix(WeightPlan *p, const char *name, int rows, int cols, WeightType stored, WeightType type, bool read) {
+    Matrix m = {.type = matrix_format(name, cols, stored, type), .rows = rows, .cols = cols, .layout = LAYOUT_GROUPED};
+    size_t bytes = matrix_bytes(&m);
+    double params = (double)rows * cols;
+    p->bytes += bytes;
+    p->params += params;
+    p->bytes_per_token += read ? bytes : 0;
+    p->active_params += read ? params : 0;
+}
+
+void weight_plan(WeightPlan *p, const Config *c, WeightType stored, WeightType type) {
+    *p = (WeightPlan){0};
+    int q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
+    char n[128], suffix[96];
+    /* The embedding: a token reads one row of it, unless it is the head too;
+     * its parameters count as active (as a model's "A3B" counts them). */
+    plan_matrix(p, "model.embed_tokens.weight", c->vocab_size, c->dim, stored, type, c->tied_embeddings);
+    if (!c->tied_embeddings) p->active_params += (double)c->vocab_size * c->dim;
+    for (int l = 0; l < c->n_layers; l++) {
+        plan_matrix(p, "q_proj", q_dim, c->dim, stored, type, true);
+        plan_matrix(p, "k_proj", kv_dim, c->dim, stored, type, true);
+        plan_matrix(p, "v_proj", kv_dim, c->dim, stored, type, true);
+        plan_matrix(p, "o_proj", c->dim, q_dim, stored, type, true);
+        if (!layer_is_sparse(c, l)) {
+            plan_matrix(p, "gate_proj", c->hidden_dim, c->dim, stored, type, true);
+            plan_matrix(p, "up_proj", c->hidden_dim, c->dim, stored, type, true);
+            plan_matrix(p, "down_proj", c->dim, c->hidden_dim, stored, type, true);
+            continue;
+        }
+        plan_matrix(p, layer_name(n, l, "mlp.gate.weight"), c->moe.n_experts, c->dim, stored, type, true);
+        for (int x = 0; x < c->moe.n_experts; x++) {
+            bool chosen = x < c->moe.n_used;  /* a token reads n_used of them */
+            snprintf(suffix, sizeof suffix, "mlp.experts.%d", x);
+            plan_matrix(p, layer_name(n, l, suffix), c->moe.hidden_dim, c->dim, stored, type, chosen);
+            plan_matrix(p, n, c->moe.hidden_dim, c->dim, stored, type, chosen);
+            plan_matrix(p, n, c->dim, c->moe.hidden_dim, stored, type, chosen);
+        }
+    }
+    if (!c->tied_embeddings) plan_matrix(p, "lm_head.weight", c->vocab_size, c->dim, stored, type, true);
 }
 
 /* ---- the KV cache and the scratch space ---- */
@@ -227,12 +318,14 @@ static void alloc_state(Model *m) {
     s->logits_rows = 1;
     s->logits = xcalloc_aligned((size_t)c->vocab_size, sizeof(float));
     rope_frequencies(s->inv_freq, c);
+    if (c->moe.n_experts > 0) moe_scratch_init(&s->moe, c, (int)T);
 }
 
 static void free_state(RunState *s) {
     float *bufs[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->out, s->gate, s->up, s->inv_freq,
                      s->rope_cos, s->rope_sin, s->scratch, s->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    moe_scratch_free(&s->moe);
     memset(s, 0, sizeof *s);
 }
 
@@ -290,6 +383,18 @@ static int choose_dtype(DTypeChoice choice, WeightType stored, WeightType *out, 
     return 0;
 }
 
+/* The weights in the chosen format (every expert of a mixture: all are
+ * loaded) and the KV cache must fit in this machine's memory. */
+static int check_memory(const Model *m, WeightType stored, Error *e) {
+    WeightPlan plan;
+    weight_plan(&plan, &m->config, stored, m->dtype);
+    size_t kv = kv_cache_bytes(&m->config, m->max_context), limit = memory_limit();
+    if (plan.bytes < limit && kv < limit - plan.bytes) return 0;
+    return fail(e, "the weights take %.1f GB as %s and the KV cache %.1f GB (context %d): more than the %.1f GB this machine "
+                "can hold", (double)plan.bytes / 1e9, weight_type_name(m->dtype), (double)kv / 1e9, m->max_context,
+                (double)limit / 1e9);
+}
+
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     memset(m, 0, sizeof *m);
     char *path = weights_path(model, e);
@@ -327,6 +432,11 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     if (opt->math == MATH_BF16 && m->dtype != WEIGHT_BF16) {
         st_close(&m->st);
         return fail(e, "bf16 arithmetic needs bf16 weights (these run as %s)", weight_type_name(m->dtype));
+    }
+    m->stored = weight_type_of(embed->dtype);
+    if (check_memory(m, m->stored, e) != 0) {
+        st_close(&m->st);
+        return -1;
     }
     m->math = opt->math;
     m->pool = pool_new(opt->threads > 0 ? opt->threads : cpu_count());
@@ -538,23 +648,37 @@ static void attention_block(Model *m, const Batch *b, int l) {
     show(m, b, PROBE_RESID_ATTN, l, s->x, n, dim);
 }
 
+/* For a probe: each token's experts and their weights in layer l. */
+static void show_router(const Model *m, const Batch *b, int l) {
+    const Probe *p = m->probe;
+    if (p && p->router && b->n_chunks == 1)
+        p->router(p->ctx, l, b->chunks[0].pos, b->n, m->config.moe.n_used, m->state.moe.chosen, m->state.moe.weight);
+}
+
 static void mlp_block(Model *m, const Batch *b, int l) {
     const Config *c = &m->config;
     RunState *s = &m->state;
     const LayerWeights *w = &m->weights.layers[l];
     int n = b->n, dim = c->dim, hidden = c->hidden_dim;
 
-    /* Normalise, then the SwiGLU MLP: down(silu(gate(x)) * up(x)). */
     rmsnorm_rows(s->xb, s->x, w->mlp_norm, n, dim, c->norm_eps);
     show(m, b, PROBE_MLP_NORM, l, s->xb, n, dim);
-    matmul(s->gate, s->xb, &w->w_gate, n, m->pool);
-    matmul(s->up, s->xb, &w->w_up, n, m->pool);
-    add_to_rows(s->gate, w->b_gate, n, hidden);
-    add_to_rows(s->up, w->b_up, n, hidden);
-    swiglu(s->gate, s->up, (size_t)n * hidden, m->pool);
-    show(m, b, PROBE_MLP_HIDDEN, l, s->gate, n, hidden);
-    matmul(s->out, s->gate, &w->w_down, n, m->pool);
-    add_to_rows(s->out, w->b_down, n, dim);
+    if (w->moe) {
+        /* A mixture of experts: the router picks each token's experts, whose
+         * SwiGLU MLPs' outputs it adds up, weighted (moe.h). */
+        moe_forward(s->out, s->xb, n, w->moe, c, &s->moe, m->pool);
+        show_router(m, b, l);
+    } else {
+        /* The SwiGLU MLP: down(silu(gate(x)) * up(x)). */
+        matmul(s->gate, s->xb, &w->w_gate, n, m->pool);
+        matmul(s->up, s->xb, &w->w_up, n, m->pool);
+        add_to_rows(s->gate, w->b_gate, n, hidden);
+        add_to_rows(s->up, w->b_up, n, hidden);
+        swiglu(s->gate, s->up, (size_t)n * hidden, m->pool);
+        show(m, b, PROBE_MLP_HIDDEN, l, s->gate, n, hidden);
+        matmul(s->out, s->gate, &w->w_down, n, m->pool);
+        add_to_rows(s->out, w->b_down, n, dim);
+    }
     show(m, b, PROBE_MLP_OUT, l, s->out, n, dim);
     add(s->x, s->out, (size_t)n * dim);
     show(m, b, PROBE_RESID, l, s->x, n, dim);

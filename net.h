@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "kernels.h"
+#include "moe.h"
 #include "safetensors.h"
 #include "threads.h"
 #include "util.h"
@@ -25,9 +26,10 @@ typedef struct {
     Matrix wo;                 /* [dim, n_heads * head_dim] */
     float *bo;                 /* its bias, or NULL */
     float *mlp_norm;           /* [dim] post_attention_layernorm */
-    Matrix w_gate, w_up;       /* [hidden_dim, dim] */
+    Matrix w_gate, w_up;       /* [hidden_dim, dim] a dense MLP */
     Matrix w_down;             /* [dim, hidden_dim] */
     float *b_gate, *b_up, *b_down; /* their biases, or NULL */
+    MoeWeights *moe;           /* a sparse layer's experts in place of the dense MLP (moe.h), else NULL */
 } LayerWeights;
 
 typedef struct {
@@ -62,6 +64,7 @@ typedef struct {
     size_t scratch_floats;
     float *logits;             /* [logits_rows, vocab_size] */
     int logits_rows;
+    MoeScratch moe;            /* the sparse layers' working space and routes (moe.h) */
 } RunState;
 
 typedef enum { DTYPE_AS_STORED, DTYPE_AS_BF16, DTYPE_AS_F16, DTYPE_AS_F32, DTYPE_AS_Q8, DTYPE_AS_Q4 } DTypeChoice;
@@ -104,6 +107,10 @@ typedef struct {
      * attention_until. Computing them is extra work done only for the probe. */
     void (*attention)(void *ctx, int layer, int head, int query, const float *probs);
     int attention_until;
+    /* The routes of a sparse layer `layer` for tokens at positions
+     * pos .. pos + n_tokens - 1: token i's k experts, most probable first,
+     * experts[i * k ..], and their weights in its output, weights[i * k ..]. */
+    void (*router)(void *ctx, int layer, int pos, int n_tokens, int k, const int *experts, const float *weights);
 } Probe;
 
 typedef struct {
@@ -112,6 +119,7 @@ typedef struct {
     RunState state;
     int max_context;           /* the largest KV cache capacity a forward pass accepts */
     WeightType dtype;          /* format of the big matrices */
+    WeightType stored;         /* their format in the checkpoint */
     MathMode math;             /* how bf16 matrices multiply */
     SafeTensors st;            /* the mapped checkpoint */
     ThreadPool *pool;
@@ -123,6 +131,20 @@ typedef struct {
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e);
 void model_free(Model *m);
 
+
+/* The weights of a model with config c, stored as `stored`, when it runs
+ * as `type` (each matrix in the format loading gives it), on paper: bytes
+ * and parameters in all, and what a decoded token reads - every matrix but
+ * the embedding table (one row) and, in a sparse layer, the experts not
+ * chosen. */
+typedef struct {
+    size_t bytes;              /* every matrix, every expert */
+    size_t bytes_per_token;
+    double params;             /* the matrices' parameters (not the norms') */
+    double active_params;      /* those a token uses: the embedding, attention, router, chosen experts, head */
+} WeightPlan;
+
+void weight_plan(WeightPlan *p, const Config *c, WeightType stored, WeightType type);
 
 /* Bytes of the weights as run, and of a KV cache of `capacity` positions. */
 size_t model_weight_bytes(const Model *m);

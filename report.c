@@ -45,6 +45,9 @@ struct Report {
     int cap;                   /* positions room is made for in embed_norm and points */
     float *embed_norm;         /* [cap] |embedding| */
     LayerPoint *points;        /* [cap][n_layers] */
+    int k;                     /* experts per token in a mixture, else 0 */
+    int *experts;              /* [cap][n_layers][k] the experts the router chose, most probable first (-1: a dense layer) */
+    float *expert_weights;     /* [cap][n_layers][k] their weights in the token's output */
     int attn_keep;             /* positions whose attention is kept */
     float *attn;               /* [n_layers * n_heads][attn_keep * (attn_keep + 1) / 2]: row q, key k at q(q+1)/2 + k */
     float *lens_logits;        /* [LENS_ROWS][vocab] */
@@ -70,6 +73,13 @@ static void reserve_positions(Report *r, int end) {
     r->embed_norm = xrealloc(r->embed_norm, (size_t)cap, sizeof *r->embed_norm);
     r->points = xrealloc(r->points, (size_t)cap * r->n_layers, sizeof *r->points);
     memset(r->points + (size_t)r->cap * r->n_layers, 0, (size_t)(cap - r->cap) * r->n_layers * sizeof *r->points);
+    if (r->k) {
+        size_t old = (size_t)r->cap * r->n_layers * r->k, all = (size_t)cap * r->n_layers * r->k;
+        r->experts = xrealloc(r->experts, all, sizeof *r->experts);
+        r->expert_weights = xrealloc(r->expert_weights, all, sizeof *r->expert_weights);
+        memset(r->experts + old, 0xFF, (all - old) * sizeof *r->experts);  /* -1 */
+        memset(r->expert_weights + old, 0, (all - old) * sizeof *r->expert_weights);
+    }
     r->cap = cap;
 }
 
@@ -129,6 +139,19 @@ static void on_vectors(void *ctx, ProbeStep step, int layer, int pos, int n, con
     r->seconds += now_seconds() - t0;
 }
 
+static void on_router(void *ctx, int layer, int pos, int n, int k, const int *experts, const float *weights) {
+    Report *r = ctx;
+    if (r->next && r->next->router) r->next->router(r->next->ctx, layer, pos, n, k, experts, weights);
+    int kept = pos + n < REPORT_MAX_POSITIONS ? n : REPORT_MAX_POSITIONS - pos;
+    if (kept <= 0) return;
+    reserve_positions(r, pos + kept);
+    size_t at = ((size_t)pos * r->n_layers + layer) * k, stride = (size_t)r->n_layers * k;
+    for (int i = 0; i < kept; i++) {
+        memcpy(r->experts + at + i * stride, experts + (size_t)i * k, (size_t)k * sizeof *experts);
+        memcpy(r->expert_weights + at + i * stride, weights + (size_t)i * k, (size_t)k * sizeof *weights);
+    }
+}
+
 static void on_attention(void *ctx, int layer, int head, int query, const float *probs) {
     Report *r = ctx;
     if (r->next && r->next->attention) r->next->attention(r->next->ctx, layer, head, query, probs);
@@ -141,7 +164,7 @@ Report *report_new(Model *m, const Tokenizer *t, const Probe *next) {
     Report *r = xcalloc(1, sizeof *r);
     const Config *c = &m->config;
     *r = (Report){.m = m, .t = t, .next = next, .n_layers = c->n_layers, .n_heads = c->n_heads, .dim = c->dim,
-                  .vocab = c->vocab_size};
+                  .vocab = c->vocab_size, .k = c->moe.n_experts > 0 ? c->moe.n_used : 0};
     /* As many positions as fit the budget: heads x keep^2 / 2 weights. */
     int keep = (int)sqrt(2.0 * ATTENTION_BUDGET / ((double)c->n_layers * c->n_heads));
     if (keep > REPORT_MAX_ATTENTION) keep = REPORT_MAX_ATTENTION;
@@ -149,7 +172,8 @@ Report *report_new(Model *m, const Tokenizer *t, const Probe *next) {
     r->attn_keep = keep;
     r->attn = xcalloc((size_t)c->n_layers * c->n_heads * ((size_t)keep * (keep + 1) / 2), sizeof *r->attn);
     r->lens_logits = xmalloc((size_t)LENS_ROWS * c->vocab_size * sizeof *r->lens_logits);
-    r->probe = (Probe){.ctx = r, .vectors = on_vectors, .attention = on_attention, .attention_until = keep};
+    r->probe = (Probe){.ctx = r, .vectors = on_vectors, .attention = on_attention, .attention_until = keep,
+                       .router = r->k ? on_router : NULL};
     m->probe = &r->probe;
     return r;
 }
@@ -159,6 +183,8 @@ void report_free(Report *r) {
     r->m->probe = r->next;
     free(r->embed_norm);
     free(r->points);
+    free(r->experts);
+    free(r->expert_weights);
     free(r->attn);
     free(r->lens_logits);
     free(r->steps);
@@ -285,6 +311,31 @@ static void put_field(FILE *f, const LayerPoint *pt, PointField field) {
     }
 }
 
+/* A mixture's routes: "experts" and "expert_weights", an array per layer
+ * over positions of each token's choices, most probable first ([] for a
+ * dense layer). */
+static void put_routes(FILE *f, const Report *r, int n) {
+    if (!r->k) return;
+    for (int field = 0; field < 2; field++) {
+        fprintf(f, ",\n\"%s\": [", field ? "expert_weights" : "experts");
+        for (int l = 0; l < r->n_layers; l++) {
+            fputs(l ? ",\n[" : "[", f);
+            for (int p = 0; p < n; p++) {
+                size_t at = ((size_t)p * r->n_layers + l) * r->k;
+                fputs(p ? ",[" : "[", f);
+                for (int j = 0; j < r->k && r->experts[at] >= 0; j++) {
+                    if (j) fputc(',', f);
+                    if (field) put_number(f, "%.6g", r->expert_weights[at + j]);
+                    else fprintf(f, "%d", r->experts[at + j]);
+                }
+                fputc(']', f);
+            }
+            fputc(']', f);
+        }
+        fputc(']', f);
+    }
+}
+
 /* "layers": for each field, an array per layer over positions 0..n-1. */
 static void put_layers(FILE *f, const Report *r, int n, bool *needed) {
     static const char *names[N_FIELDS] = {"resid", "attn_add", "mlp_add", "lens_id", "lens_prob", "outliers"};
@@ -300,6 +351,7 @@ static void put_layers(FILE *f, const Report *r, int n, bool *needed) {
         }
         fputc(']', f);
     }
+    put_routes(f, r, n);
     fputs("},\n", f);
     for (int p = 0; p < n; p++)
         for (int l = 0; l < r->n_layers; l++) need_token(needed, r->vocab, r->points[(size_t)p * r->n_layers + l].lens_id);
@@ -326,9 +378,11 @@ static void put_run(FILE *f, const Report *r, const ReportRun *run) {
     fprintf(f, "\"model\": {\"type\": ");
     put_string(f, architecture_name(c->arch), strlen(architecture_name(c->arch)));
     fprintf(f, ", \"layers\": %d, \"heads\": %d, \"kv_heads\": %d, \"dim\": %d, \"head_dim\": %d, \"hidden_dim\": %d, "
-               "\"vocab\": %d, \"max_context\": %d, \"weights\": \"%s\", \"math\": \"%s\", \"weight_bytes\": %zu},\n",
+               "\"vocab\": %d, \"max_context\": %d, \"weights\": \"%s\", \"math\": \"%s\", \"weight_bytes\": %zu, "
+               "\"experts\": %d, \"experts_per_token\": %d, \"expert_dim\": %d},\n",
             c->n_layers, c->n_heads, c->n_kv_heads, c->dim, c->head_dim, c->hidden_dim, c->vocab_size, r->m->max_context,
-            weight_type_name(r->m->dtype), r->m->math == MATH_BF16 ? "bf16" : "exact", model_weight_bytes(r->m));
+            weight_type_name(r->m->dtype), r->m->math == MATH_BF16 ? "bf16" : "exact", model_weight_bytes(r->m),
+            c->moe.n_experts, c->moe.n_experts > 0 ? c->moe.n_used : 0, c->moe.hidden_dim);
     fputs("\"run\": {\"command\": ", f);
     put_string(f, run->command, strlen(run->command));
     fputs(", \"model\": ", f);

@@ -4,8 +4,9 @@
  * probe and keeps, for each position: each layer's residual-stream norm,
  * the norms of what attention and the MLP add, the largest activations, the
  * logit lens (the token the final norm and output head make of the residual
- * stream after each layer, with its probability), and each head's attention
- * weights. The caller adds each sampling step (the sampler's trace). At the
+ * stream after each layer, with its probability), each head's attention
+ * weights, and in a mixture of experts the experts the router chose for the
+ * token in each sparse layer with their weights. The caller adds each sampling step (the sampler's trace). At the
  * end report_write puts it all as JSON into a page whose script draws it.
  *
  * It is bounded: attention is kept for the first positions only, as many as

@@ -144,19 +144,25 @@ stat() {
               printf "%.1f %.1f %.1f\n", m, v[0], v[n - 1] }' "$results"
 }
 
-# weight_mb DTYPE: megabytes of weights a decoded token reads
-weight_mb() { ./run info "$model" --dtype "$1" | sed -n 's/^memory to run: weights \([0-9.]*\) MB.*/\1/p'; }
+# weight_mb DTYPE: megabytes of weights a decoded token reads (a mixture of
+# experts: its chosen experts only)
+weight_mb() { ./run info "$model" --dtype "$1" | sed -n 's/^read per decoded token: [0-9]* bytes of weights (\([0-9.]*\) MB.*/\1/p'; }
 file_mb() { awk -v b="$(stat_bytes "$1")" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 stat_bytes() { wc -c <"$1" | tr -d ' '; }
 # Matrix multiply-adds per prompt token: every layer's projections (the
-# output head runs for the last token only).
+# output head runs for the last token only); in a mixture of experts' sparse
+# layers, the router and the chosen experts.
 flops_per_token=$(/usr/bin/python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1] + "/config.json"))
 d, h, L = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
 hd = c.get("head_dim") or d // c["num_attention_heads"]
 q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
-print(2 * L * (d * (q + 2 * kv) + q * d + 3 * d * h))' "$model")
+E, k, f = c.get("num_experts", 0), c.get("num_experts_per_tok", 0), c.get("moe_intermediate_size", 0)
+sparse = [c.get("model_type") == "qwen3_moe" and E > 0 and l not in c.get("mlp_only_layers", []) and
+          (l + 1) % c.get("decoder_sparse_step", 1) == 0 for l in range(L)]
+mlp = sum(d * E + 3 * d * f * k if s else 3 * d * h for s in sparse)
+print(2 * (L * (d * (q + 2 * kv) + q * d) + mlp))' "$model")
 
 echo
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads"
@@ -199,9 +205,12 @@ bound_row() {  # bound_row LABEL MB NAME
 bound_row "run bf16" "$(weight_mb bf16)" run-bf16-tg64
 bound_row "run q8" "$(weight_mb q8)" run-q8-tg64
 bound_row "run q4" "$(weight_mb q4)" run-q4-tg64
-bound_row "llama BF16" "$(file_mb "$gguf/bf16.gguf")" llama-bf16-tg64
-bound_row "llama Q8_0" "$(file_mb "$gguf/Q8_0.gguf")" llama-q8-tg64
-bound_row "llama Q4_0" "$(file_mb "$gguf/Q4_0.gguf")" llama-q4-tg64
+# (A mixture of experts' GGUF holds every expert: its size is not what a token reads.)
+if ! ./run info "$model" | grep -q '^experts:'; then
+    bound_row "llama BF16" "$(file_mb "$gguf/bf16.gguf")" llama-bf16-tg64
+    bound_row "llama Q8_0" "$(file_mb "$gguf/Q8_0.gguf")" llama-q8-tg64
+    bound_row "llama Q4_0" "$(file_mb "$gguf/Q4_0.gguf")" llama-q4-tg64
+fi
 
 echo
 echo "prefill against the fp32 FMA peak ($peak GFLOP/s; $(awk -v f="$flops_per_token" 'BEGIN { printf "%.2f", f / 1e9 }') GFLOP per token in the matrices)"

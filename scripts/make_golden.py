@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Writes the reference values the tests compare against, computed by the
-independent numpy reference of transformers' Qwen2, Qwen3 and Llama
-(ref_forward.py):
+independent numpy reference of transformers' Qwen2, Qwen3, Qwen3-MoE and Llama
+(ref_forward.py), and by PyTorch itself where it decides:
 
-tests/data/forward_golden.json: logits for the forward-pass tests.
+tests/data/forward_golden.json: logits for the forward-pass tests (and the experts each token went
+  to in each sparse layer of the Qwen3-MoE cases, [sparse layer][position][k], most probable first).
+tests/data/topk_golden.json: the experts torch.topk picks from probabilities
+  full of ties (the order it leaves equal ones in is its own), for
+  tests/test_moe.c.
 tests/data/generation_golden.json: greedy continuations for the gen, chat and
   generate tests, with the reference's log-probabilities of the first step.
   Prompt ids come from Hugging Face's own tokenizer (tests/data/qwen2.5.jsonl),
@@ -15,8 +19,14 @@ reference, and a sample of each position's logits is kept: the argmax, the
 largest |logit|, and the logits of 64 fixed ids. Developers rerun this when
 the cases change; the tests themselves need neither numpy nor ../shared.
 
+A Qwen3-MoE case whose router ties experts (make_checkpoint --router-groups)
+is computed by the reference with torch.topk in place of its own choice of
+experts (a stable sort: the lowest expert number first), and the script checks
+that the two differ there, so that the case tests how ties are broken.
+
 usage: scripts/make_golden.py [REF_FORWARD] (default ../shared/tools/ref_forward.py)
-needs: /usr/bin/python3 with numpy (Debian python3-numpy), and `make build/tests/make_checkpoint`
+needs: /usr/bin/python3 with numpy and torch (Debian python3-numpy, python3-torch),
+and `make build/tests/make_checkpoint`
 """
 import array, json, math, os, shlex, subprocess, sys, tempfile
 
@@ -33,6 +43,9 @@ SHARED = os.path.join(os.path.dirname(REF), "..")
 LLAMA3_SCALING = ('{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,'
                   '"original_max_position_embeddings":16}')
 
+# Qwen3-MoE checkpoints: Qwen3's attention (head_dim 32), experts in the layers.
+MOE = "--set model_type='\"qwen3_moe\"' --set vocab_size=2048 --set head_dim=32 "
+
 # name, make_checkpoint arguments (shell words; the vocabulary is kept small
 # except in the full-vocab cases)
 CASES = [
@@ -48,7 +61,20 @@ CASES = [
     ("llama-gqa-llama3-scaling", "--seed 10 --set model_type='\"llama\"' --set vocab_size=2048 --set rope_theta=500000.0 --set rms_norm_eps=1e-05 --set rope_scaling='" + LLAMA3_SCALING + "'"),
     ("llama-mqa-biases-untied", "--seed 11 --set model_type='\"llama\"' --set vocab_size=2048 --set hidden_size=96 --set num_attention_heads=3 --set num_key_value_heads=1 --set head_dim=48 --set intermediate_size=160 --set attention_bias=true --set mlp_bias=true --set tie_word_embeddings=false"),
     ("llama-mha-full-vocab", "--seed 12 --set model_type='\"llama\"' --set vocab_size=128256 --set num_key_value_heads=4 --set rope_theta=500000.0 --set rope_scaling='" + LLAMA3_SCALING + "'"),
+    # Qwen3-MoE: the qwen3moe-tiny preset's shape (8 experts, top 2, layer 1 dense), ...
+    ("qwen3moe-top2-dense-layer", MOE + "--seed 13 --set num_experts=8 --set num_experts_per_tok=2 --set moe_intermediate_size=48 --set num_hidden_layers=3 --set mlp_only_layers=[1] --set norm_topk_prob=true"),
+    # ... top 1 of 16 without renormalisation, every second layer sparse, untied, experts 40 wide (not whole blocks of 32) ...
+    ("qwen3moe-top1-step2-untied", MOE + "--seed 14 --set num_experts=16 --set num_experts_per_tok=1 --set moe_intermediate_size=40 --set num_hidden_layers=4 --set decoder_sparse_step=2 --set norm_topk_prob=false --set tie_word_embeddings=false --set hidden_size=96 --set num_attention_heads=3 --set num_key_value_heads=1"),
+    # ... top 8 of 64 (qwen3moe-small's routing), MHA with biases ...
+    ("qwen3moe-top8-of-64-bias", MOE + "--seed 15 --set num_experts=64 --set num_experts_per_tok=8 --set moe_intermediate_size=32 --set num_hidden_layers=2 --set norm_topk_prob=true --set num_key_value_heads=4 --set attention_bias=true"),
+    # ... f32 weights, top 3 of 5, no renormalisation ...
+    ("qwen3moe-f32-top3-of-5", "--dtype f32 " + MOE + "--seed 16 --set num_experts=5 --set num_experts_per_tok=3 --set moe_intermediate_size=64 --set num_hidden_layers=2 --set norm_topk_prob=false"),
+    # ... and routers whose experts tie in pairs (top 1: every choice is a tie) or threes (top 2 of 12).
+    ("qwen3moe-router-ties-top1", MOE + "--seed 17 --router-groups 2 --set num_experts=8 --set num_experts_per_tok=1 --set moe_intermediate_size=48 --set num_hidden_layers=2 --set norm_topk_prob=false"),
+    ("qwen3moe-router-ties-top2", MOE + "--seed 18 --router-groups 3 --set num_experts=12 --set num_experts_per_tok=2 --set moe_intermediate_size=32 --set num_hidden_layers=3 --set norm_topk_prob=false"),
 ]
+# The cases whose routers tie experts (their goldens come from torch.topk).
+TIED_ROUTERS = ("--router-groups",)
 
 def lcg_ids(seed, n, vocab):
     """Token ids from a small LCG, so the choice is visible and reproducible."""
@@ -57,6 +83,40 @@ def lcg_ids(seed, n, vocab):
         x = (x * 6364136223846793005 + 1442695040888963407) % 2**64
         out.append((x >> 33) % vocab)
     return out
+
+def reference_module():
+    """ref_forward.py as a module, to call its forward() with torch.topk's choice of experts."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("ref_forward", REF)
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+    return ref
+
+def reference_with_torch_topk(d, tokens):
+    """The reference's logits with each token's experts chosen by torch.topk (as transformers'
+    Qwen3MoeSparseMoeBlock does) instead of by its own stable sort (the lowest expert number first
+    among equals), and the experts chosen: [sparse layer][position][k], most probable first."""
+    import numpy as np, torch
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    k, n = cfg["num_experts_per_tok"], len(tokens)
+    chosen = []
+
+    class NumpyWithTorchTopk:
+        """numpy, but for argsort, which the reference uses only as argsort(-probs, kind="stable")[:k]
+        to order the experts a token takes, token after token, layer after layer: here torch.topk's k
+        come first, the rest after."""
+        def __getattr__(self, name):
+            return getattr(np, name)
+        def argsort(self, a, kind=None):
+            top = torch.topk(torch.from_numpy(np.ascontiguousarray(-a, dtype=np.float32)), k).indices.tolist()
+            chosen.append(top)
+            return np.array(top + [i for i in range(len(a)) if i not in top])
+
+    ref = reference_module()
+    ref.np = NumpyWithTorchTopk()
+    logits = ref.forward(cfg, ref.load(d), tokens)
+    routes = [chosen[i:i + n] for i in range(0, len(chosen), n)]
+    return array.array("f", np.asarray(logits, dtype=np.float32).ravel().tobytes()), routes
 
 def forward_golden():
     cases = []
@@ -71,6 +131,14 @@ def forward_golden():
             logits = array.array("f")
             with open(out, "rb") as f:
                 logits.frombytes(f.read())
+            routes = None
+            if cfg["model_type"] == "qwen3_moe":
+                topk_logits, routes = reference_with_torch_topk(d, tokens)
+            if any(flag in args for flag in TIED_ROUTERS):
+                stable, logits = logits, topk_logits
+                differ = max(abs(a - b) for a, b in zip(logits, stable)) / max(abs(v) for v in logits)
+                assert differ > 1e-2, f"{name}: torch.topk and the lowest-number-first choice agree ({differ:.1e})"
+                print(f"{name}: torch.topk's ties differ from lowest-number-first by {differ:.2e}", file=sys.stderr)
         samples = sorted(set(lcg_ids(99, N_SAMPLES, vocab)))
         positions = []
         for p in range(N_TOKENS):
@@ -79,12 +147,14 @@ def forward_golden():
             positions.append({"argmax": best, "max_abs": max(abs(v) for v in row),
                               "logits": [float("%.9g" % row[i]) for i in samples]})
         cases.append({"name": name, "args": args, "tokens": tokens, "sample_ids": samples, "positions": positions})
+        if routes:
+            cases[-1]["routes"] = routes
         print(name, "done", file=sys.stderr)
     # One line per position keeps the file small and its diffs readable.
     with open(os.path.join(ROOT, "tests", "data", "forward_golden.json"), "w") as f:
         f.write('{"generator": "scripts/make_golden.py", "reference": "ref_forward.py (numpy, fp32)",\n"cases": [\n')
         for i, c in enumerate(cases):
-            head = {k: c[k] for k in ("name", "args", "tokens", "sample_ids")}
+            head = {k: c[k] for k in ("name", "args", "tokens", "sample_ids", "routes") if k in c}
             f.write(json.dumps(head)[:-1] + ',\n"positions": [\n')
             f.write(",\n".join(json.dumps(p, separators=(",", ":")) for p in c["positions"]))
             f.write("]}" + (",\n" if i + 1 < len(cases) else "\n"))
@@ -104,6 +174,7 @@ EOS = {151645}  # config.json's eos_token_id; the checkpoint has no generation_c
 FAMILY_CHECKPOINTS = [
     ("qwen3", "--seed 31 --set model_type='\"qwen3\"' --set vocab_size=2048 --set head_dim=32 --set eos_token_id=2000"),
     ("llama", "--seed 32 --set model_type='\"llama\"' --set vocab_size=2048 --set rope_theta=500000.0 --set eos_token_id=2000 --set rope_scaling='" + LLAMA3_SCALING + "'"),
+    ("qwen3moe", MOE + "--seed 33 --set num_experts=8 --set num_experts_per_tok=2 --set moe_intermediate_size=48 --set num_hidden_layers=3 --set mlp_only_layers=[1] --set norm_topk_prob=true --set eos_token_id=2000"),
 ]
 FAMILY_TOKENS = 12
 TOP_LOGPROBS = 5
@@ -221,6 +292,32 @@ def generation_golden():
                   indent=1, ensure_ascii=True)
         f.write("\n")
 
+# ---- torch.topk's choice of experts ----
+
+TOPK_SHAPES = [  # (experts, k): both of its algorithms (k * 64 <= experts: a heap), small and large
+    (1, 1), (2, 1), (3, 1), (3, 2), (4, 1), (4, 3), (5, 2), (8, 1), (8, 2), (8, 8), (12, 2), (16, 4), (17, 16),
+    (33, 5), (64, 1), (64, 8), (65, 1), (100, 20), (128, 1), (128, 2), (128, 8), (129, 2), (256, 3), (256, 4)]
+
+def topk_golden():
+    """Probability vectors with many ties (few distinct values, sometimes NaN, sometimes all equal) and
+    the experts torch.topk (largest, sorted: as transformers calls it) returns for them."""
+    import random, torch
+    rng = random.Random(26)
+    cases = []
+    for experts, k in TOPK_SHAPES:
+        for trial in range(12):
+            distinct = [1, 2, 3, 5, 50][trial % 5]
+            probs = [rng.randrange(distinct) / 64 for _ in range(experts)]
+            if trial >= 10:
+                probs = [None if rng.random() < 0.2 else p for p in probs]  # None: NaN, which topk puts first
+            values = torch.tensor([float("nan") if p is None else p for p in probs], dtype=torch.float32)
+            cases.append({"probs": probs, "k": k, "experts": torch.topk(values, k).indices.tolist()})
+    with open(os.path.join(ROOT, "tests", "data", "topk_golden.json"), "w") as f:
+        f.write('{"generator": "scripts/make_golden.py", "reference": "torch.topk %s (CPU)",\n"cases": [\n' % torch.__version__)
+        f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
+        f.write("]}\n")
+
 if __name__ == "__main__":
+    topk_golden()
     forward_golden()
     generation_golden()

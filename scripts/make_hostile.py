@@ -371,7 +371,7 @@ def config_cases(c, config):
     changed("config-kv-not-dividing", "num_attention_heads 2 is not a multiple of num_key_value_heads 4", num_key_value_heads=4)
     changed("config-odd-head-dim", "head_dim 3 is odd", head_dim=3)
     changed("config-heads-too-wide", "num_attention_heads x head_dim is too large", num_attention_heads=1024, head_dim=4096)
-    changed("config-model-type", 'model_type "mistral" is not supported (run implements qwen2, qwen3 and llama)',
+    changed("config-model-type", 'model_type "mistral" is not supported (run implements qwen2, qwen3, qwen3_moe and llama)',
             model_type="mistral")
     changed("config-no-model-type", '"model_type" is missing', model_type=REMOVE)
     changed("config-llama3-scaling-qwen", "llama3 RoPE scaling in a model that is not llama",

@@ -1,13 +1,17 @@
-/* make_checkpoint.c - writes a small random-weight Qwen2, Qwen3 or Llama
- * checkpoint in the Hugging Face layout (config.json + model.safetensors, or
- * shards with an index), deterministically from a seed, so tests need no
- * committed weights.
+/* make_checkpoint.c - writes a small random-weight Qwen2, Qwen3, Qwen3-MoE
+ * or Llama checkpoint in the Hugging Face layout (config.json +
+ * model.safetensors, or shards with an index), deterministically from a
+ * seed, so tests need no committed weights.
  *
  * usage: make_checkpoint OUTDIR [--seed N] [--dtype bf16|f16|f32]
- *                               [--shards N] [--set key=json]...
+ *                               [--shards N] [--router-groups G] [--set key=json]...
  * --set overrides or adds a config.json field (the value is JSON text);
  * the shapes and the architecture ("model_type", "attention_bias",
- * "mlp_bias") are read back from the resulting config. */
+ * "mlp_bias", qwen3_moe's "num_experts", "moe_intermediate_size",
+ * "decoder_sparse_step", "mlp_only_layers") are read back from the
+ * resulting config. --router-groups G gives the experts of each group of G
+ * (0..G-1, G..2G-1, ...) the same router row, so that their probabilities
+ * tie exactly: the test of how ties are broken. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -122,11 +126,11 @@ typedef struct {
     size_t nbytes;
 } Tensor;
 
-static Tensor tensors[1024];
+static Tensor tensors[4096];
 static int n_tensors;
 
 static void add(const char *name, long rows, long cols, float std, float mean) {
-    if (n_tensors == 1024) die("too many tensors");
+    if (n_tensors == 4096) die("too many tensors");
     Tensor *t = &tensors[n_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = cols ? 2 : 1;
@@ -152,6 +156,21 @@ static void fill(Tensor *t, DType dt) {
             memcpy(t->data + 4 * i, &v, 4);
         }
     }
+}
+
+/* Rows r of t become copies of row r - r % group (after fill). */
+static void tie_rows(Tensor *t, int group) {
+    size_t row_bytes = t->nbytes / (size_t)t->shape[0];
+    for (long r = 0; r < t->shape[0]; r++)
+        if (r % group) memcpy(t->data + (size_t)r * row_bytes, t->data + (size_t)(r - r % group) * row_bytes, row_bytes);
+}
+
+/* qwen3_moe: whether layer l has experts (cf. config.c's layer_is_sparse). */
+static int sparse_layer(long l, long experts, long step) {
+    const char *only = get_field("mlp_only_layers");
+    for (const char *p = only; p && *p; p++)
+        if ((*p >= '0' && *p <= '9') && (p == only || p[-1] < '0' || p[-1] > '9') && strtol(p, NULL, 10) == l) return 0;
+    return experts > 0 && (l + 1) % step == 0;
 }
 
 static int by_name(const void *a, const void *b) { return strcmp(((const Tensor *)a)->name, ((const Tensor *)b)->name); }
@@ -201,12 +220,13 @@ int main(int argc, char **argv) {
     const char *dir = argv[1];
     uint64_t seed = 0;
     DType dt = BF16;
-    int shards = 1;
+    int shards = 1, router_groups = 1;
     for (int i = 2; i < argc; i++) {
         if (i + 1 >= argc) die_usage("%s needs a value", argv[i]);
         const char *flag = argv[i], *val = argv[++i];
         if (strcmp(flag, "--seed") == 0) seed = strtoull(val, NULL, 10);
         else if (strcmp(flag, "--shards") == 0) shards = atoi(val);
+        else if (strcmp(flag, "--router-groups") == 0) router_groups = atoi(val);
         else if (strcmp(flag, "--dtype") == 0) {
             if (strcmp(val, "bf16") == 0) dt = BF16;
             else if (strcmp(val, "f16") == 0) dt = F16;
@@ -220,6 +240,7 @@ int main(int argc, char **argv) {
         } else die_usage("unknown flag %s", flag);
     }
     if (shards < 1) die_usage("--shards must be at least 1");
+    if (router_groups < 1) die_usage("--router-groups must be at least 1");
     if (!get_field("model_type")) die_usage("model_type is not set");
     set_field("torch_dtype", dt == BF16 ? "\"bfloat16\"" : dt == F16 ? "\"float16\"" : "\"float32\"");
 
@@ -230,7 +251,10 @@ int main(int argc, char **argv) {
     const char *attention_bias = get_field("attention_bias"), *mlp_bias_field = get_field("mlp_bias");
     int tied = tie && strcmp(tie, "true") == 0;
     /* Which biases and norms the family's modules have (cf. config.h). */
-    int qwen2 = strcmp(type, "\"qwen2\"") == 0, qwen3 = strcmp(type, "\"qwen3\"") == 0, llama = strcmp(type, "\"llama\"") == 0;
+    int qwen2 = strcmp(type, "\"qwen2\"") == 0, llama = strcmp(type, "\"llama\"") == 0;
+    int moe = strcmp(type, "\"qwen3_moe\"") == 0, qwen3 = moe || strcmp(type, "\"qwen3\"") == 0;
+    long experts = moe ? field_int("num_experts", 128) : 0, F = field_int("moe_intermediate_size", 768);
+    long step = field_int("decoder_sparse_step", 1);
     int attn_bias = attention_bias && strcmp(attention_bias, "true") == 0;
     int qkv_bias = qwen2 || attn_bias, o_bias = !qwen2 && attn_bias;
     int mlp_bias = llama && mlp_bias_field && strcmp(mlp_bias_field, "true") == 0;
@@ -239,6 +263,7 @@ int main(int argc, char **argv) {
     add("model.embed_tokens.weight", V, D, 0.06f, 0);
     for (long l = 0; l < L; l++) {
         char p[96];
+        int sparse = moe && sparse_layer(l, experts, step);
         struct { const char *name; long rows, cols; float std, mean; int present; } layer[] = {
             {"input_layernorm.weight", D, 0, 0.1f, 1, 1},
             {"post_attention_layernorm.weight", D, 0, 0.1f, 1, 1},
@@ -252,17 +277,26 @@ int main(int argc, char **argv) {
             {"self_attn.k_norm.weight", hd, 0, 0.1f, 1, qwen3},
             {"self_attn.o_proj.weight", D, nh * hd, 1 / sqrtf((float)(nh * hd)), 0, 1},
             {"self_attn.o_proj.bias", D, 0, 0.1f, 0, o_bias},
-            {"mlp.gate_proj.weight", H, D, 1 / sqrtf((float)D), 0, 1},
+            {"mlp.gate_proj.weight", H, D, 1 / sqrtf((float)D), 0, !sparse},
             {"mlp.gate_proj.bias", H, 0, 0.1f, 0, mlp_bias},
-            {"mlp.up_proj.weight", H, D, 1 / sqrtf((float)D), 0, 1},
+            {"mlp.up_proj.weight", H, D, 1 / sqrtf((float)D), 0, !sparse},
             {"mlp.up_proj.bias", H, 0, 0.1f, 0, mlp_bias},
-            {"mlp.down_proj.weight", D, H, 1 / sqrtf((float)H), 0, 1},
+            {"mlp.down_proj.weight", D, H, 1 / sqrtf((float)H), 0, !sparse},
             {"mlp.down_proj.bias", D, 0, 0.1f, 0, mlp_bias},
+            {"mlp.gate.weight", experts, D, 1 / sqrtf((float)D), 0, sparse},
         };
         for (size_t k = 0; k < sizeof layer / sizeof layer[0]; k++) {
             if (!layer[k].present) continue;
             snprintf(p, sizeof p, "model.layers.%ld.%s", l, layer[k].name);
             add(p, layer[k].rows, layer[k].cols, layer[k].std, layer[k].mean);
+        }
+        /* A sparse layer's experts, each a SwiGLU MLP of width F. */
+        for (long e = 0; sparse && e < experts; e++) {
+            static const char *proj[] = {"gate", "up", "down"};
+            for (int k = 0; k < 3; k++) {
+                snprintf(p, sizeof p, "model.layers.%ld.mlp.experts.%ld.%s_proj.weight", l, e, proj[k]);
+                add(p, k < 2 ? F : D, k < 2 ? D : F, 1 / sqrtf((float)(k < 2 ? D : F)), 0);
+            }
         }
     }
     add("model.norm.weight", D, 0, 0.1f, 1);
@@ -270,7 +304,10 @@ int main(int argc, char **argv) {
 
     /* Values are drawn in architectural order, then written in name order. */
     rng_seed(&rng, seed);
-    for (int i = 0; i < n_tensors; i++) fill(&tensors[i], dt);
+    for (int i = 0; i < n_tensors; i++) {
+        fill(&tensors[i], dt);
+        if (ends_with(tensors[i].name, ".mlp.gate.weight")) tie_rows(&tensors[i], router_groups);
+    }
     qsort(tensors, (size_t)n_tensors, sizeof tensors[0], by_name);
 
     mkdir(dir, 0755);

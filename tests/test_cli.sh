@@ -47,6 +47,22 @@ check "info: every tensor listed" test "$(grep -c "^  model\." "$tmp/out")" -eq 
 check "info: a tensor's shape and bytes" grep -q "model.embed_tokens.weight  *BF16 \[1000, 64\]  *128000 bytes" "$tmp/out"
 check "info: the KV cache at -c 100" sh -c "$RUN info '$model' -c 100 | grep -q 'KV cache 0.1 MB (context 100'"
 check "info on a .safetensors file" status 0 $RUN info "$model/model.safetensors"
+# A mixture of experts (3 layers of hidden 64, q 128 and k/v 64 wide, 8
+# experts of width 48 of which 2 per token, layer 1 dense of width 176,
+# vocabulary 2048, tied), counted by hand: matrices 2048*64 + 3*(128*64 +
+# 2*64*64 + 64*128) + 2*(8*64 + 8*3*48*64) + 3*176*64 = 387072 parameters,
+# of which 2 layers x 6 experts x 3*48*64 are not chosen: 276480 active.
+# Read per token in bf16 (16-row groups, the router's 8 rows padded to 16):
+# head 262144 + attention 3*49152 + 2*(router 2048 + 2 experts * 18432) +
+# dense MLP 3*22528 = 555008 bytes.
+moe=$tmp/moe
+"$fixture" "$moe" --seed 3 --set model_type='"qwen3_moe"' --set vocab_size=2048 --set head_dim=32 \
+    --set num_experts=8 --set num_experts_per_tok=2 --set moe_intermediate_size=48 --set mlp_only_layers='[1]' --set num_hidden_layers=3
+check "info on a mixture of experts: exit 0" status 0 $RUN info "$moe"
+check "info: the experts" grep -q "^experts: 8 per sparse layer (2 of 3 layers), 2 chosen per token, width 48" "$tmp/out"
+check "info: active parameters" grep -q "^parameters per token: 276480 active of 387072 in the matrices" "$tmp/out"
+check "info: bytes read per token" grep -q "^read per decoded token: 555008 bytes of weights" "$tmp/out"
+check "info: every format" test "$(grep -cE '^  (bf16|f32|q8|q4) +[0-9.]+ MB +[0-9.]+ MB$' "$tmp/out")" -eq 4
 check "info on a missing folder: exit 1" status 1 $RUN info "$tmp/nothing"
 check "info on a missing folder: one line" one_error "nothing: no such file or folder"
 

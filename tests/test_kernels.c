@@ -391,6 +391,49 @@ static void test_softmax(void) {
     }
 }
 
+/* matmul_batch: several products in one pass give each exactly what matmul
+ * gives it alone - products of every format and of bf16 arithmetic mixed,
+ * pairs that share their activations (the same x, tokens and width) and
+ * pairs that do not, one token and many, on 1 to 3 threads. */
+static void test_matmul_batch(ThreadPool *pools[3]) {
+    enum { N = 8, COLS = 96 };
+    static const int rows[N] = {40, 16, 33, 7, 64, 5, 48, 17}, tokens[N] = {5, 5, 1, 1, 12, 12, 3, 3};
+    static const WeightType types[N] = {WEIGHT_Q8, WEIGHT_Q4, WEIGHT_BF16, WEIGHT_BF16, WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_Q8};
+    Matrix w[N];
+    float *x[N], *want[N], *got[N];
+    MatmulProduct products[N];
+    for (int i = 0; i < N; i++) {
+        double *exact = xmalloc((size_t)rows[i] * COLS * sizeof(double));
+        Matrix file = random_rows(types[i] == WEIGHT_F16 ? WEIGHT_F16 : types[i] == WEIGHT_F32 ? WEIGHT_F32 : WEIGHT_BF16, rows[i], COLS, exact);
+        w[i] = types[i] == WEIGHT_Q8 ? matrix_to_q8(&file, pools[1]) : types[i] == WEIGHT_Q4 ? matrix_to_q4(&file, pools[1])
+                                                                    : matrix_grouped(&file, pools[1]);
+        if (i == 6) w[i].math = MATH_BF16;  /* bf16 arithmetic beside the exact bf16 product 3 */
+        matrix_free(&file);
+        free(exact);
+        /* Products 0-1, 2-3 (one token), 4-5 share their x; 6-7 do not (another format). */
+        x[i] = i % 2 && i != 7 ? x[i - 1] : xmalloc((size_t)tokens[i] * COLS * sizeof(float));
+        if (x[i] != (i ? x[i - 1] : NULL))
+            for (int k = 0; k < tokens[i] * COLS; k++) x[i][k] = uniform();
+        want[i] = xmalloc((size_t)tokens[i] * rows[i] * sizeof(float));
+        got[i] = xmalloc((size_t)tokens[i] * rows[i] * sizeof(float));
+        matmul(want[i], x[i], &w[i], tokens[i], pools[1]);
+        products[i] = (MatmulProduct){.out = got[i], .x = x[i], .w = &w[i], .n_tokens = tokens[i]};
+    }
+    for (int p = 0; p < 3; p++) {
+        for (int i = 0; i < N; i++) memset(got[i], 0xFF, (size_t)tokens[i] * rows[i] * sizeof(float));
+        matmul_batch(products, N, pools[p]);
+        bool all = true;
+        for (int i = 0; i < N; i++) all &= same(got[i], want[i], (size_t)tokens[i] * rows[i]);
+        CHECK(all, "%s: matmul_batch of %d products of mixed formats on %d threads = each matmul alone", kernels_in_use(), N,
+              pool_size(pools[p]));
+    }
+    for (int i = 0; i < N; i++) {
+        if (!(i % 2 && i != 7)) free(x[i]);
+        free(want[i]), free(got[i]);
+        matrix_free(&w[i]);
+    }
+}
+
 static void test_paths(void) {
     Error e;
     CHECK(kernel_path_supported(0), "the plain path runs everywhere");
@@ -412,6 +455,7 @@ int main(int argc, char **argv) {
         printf("path %s\n", kernel_path_name(p));
         test_matmul(pools);
         test_batch_sizes(pools);
+        test_matmul_batch(pools);
     }
     test_quantized(pools);
     test_conversions();

@@ -90,6 +90,29 @@ check "fwd --report without --tokens: usage error" one_error "report needs --tok
 status 1 $RUN fwd "$small" --tokens 1,2 --report "$tmp/no/such/folder/x.html"
 check "fwd --report into a missing folder: runtime error" one_error "cannot create"
 
+# ---- a mixture of experts: the router's choices ----
+moe=$tmp/moe
+moe_case=qwen3moe-router-ties-top2
+python3 - "$moe_case" >"$tmp/moe_case" <<'PY'
+import json, sys
+c = next(c for c in json.load(open("tests/data/forward_golden.json"))["cases"] if c["name"] == sys.argv[1])
+print(c["args"]); print(",".join(map(str, c["tokens"])))
+PY
+# shellcheck disable=SC2046
+eval "\"$fixture\" \"$moe\" $(sed -n 1p "$tmp/moe_case")" >/dev/null
+$RUN fwd "$moe" --tokens "$(sed -n 2p "$tmp/moe_case")" --report "$tmp/moe.html" >/dev/null 2>&1
+check "fwd --report on a mixture of experts: exit 0" test $? -eq 0
+check "fwd --report on a mixture of experts: each token's experts in each sparse layer are the reference's (torch.topk's)" \
+    python3 - "$moe_case" "$tmp/moe.html" <<'PY'
+import json, re, sys
+c = next(c for c in json.load(open("tests/data/forward_golden.json"))["cases"] if c["name"] == sys.argv[1])
+d = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', open(sys.argv[2]).read(), re.S)[1])
+got = [layer for layer in d["layers"]["experts"] if any(layer)]
+weights = [w for layer in d["layers"]["expert_weights"] for token in layer for w in token]
+ok = got == c["routes"] and len(d["layers"]["experts"]) == 3 and all(0 < w < 1 for w in weights) and len(weights) == 3 * 40 * 2
+sys.exit(0 if ok else "experts %r..., want %r..." % (got[0][:3], c["routes"][0][:3]))
+PY
+
 # ---- chat --report: the conversation as it stands at the end ----
 printf 'hi\nhow are you\n' | $RUN chat "$model" --temp 0 -n 4 --report "$tmp/chat.html" >/dev/null 2>&1
 check "chat --report: exit 0" test $? -eq 0
@@ -129,6 +152,17 @@ else
             python3 tests/check_report.py dom "$tmp/$page.dom" "$tmp/$page.html"
     done
     check "gen report in chromium: the screenshot is not blank" python3 tests/check_report.py png "$tmp/gen.png"
+    browser "$tmp/moe.html#experts" moe
+    check "a mixture's report at #experts in chromium: each token's experts in the table, as the data has them" python3 - \
+        "$tmp/moe.dom" "$tmp/moe.html" <<'PY'
+import json, re, sys
+dom = open(sys.argv[1]).read()
+d = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', open(sys.argv[2]).read(), re.S)[1])
+table = re.search(r'<table id="experts-table">(.*?)</table>', dom, re.S)
+cells = re.findall(r'<td class="stat-cell"[^>]*>([^<]*)</td>', table[1]) if table else []
+want = [" ".join(map(str, d["layers"]["experts"][l][p])) or "dense" for p in range(40) for l in range(3)]
+sys.exit(0 if cells == want and 'id="expert-use"' in dom else "cells %r, want %r" % (cells[:6], want[:6]))
+PY
 fi
 
 summary test_report
