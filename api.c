@@ -37,8 +37,11 @@ static int integer_field(const JsonValue *root, const char *key, long long lo, l
     const JsonValue *v = field(root, key);
     if (given) *given = v != NULL;
     if (!v) return 0;
-    if (v->type != JSON_NUMBER || !v->number.is_integer)
-        return fail(e, "'%s' must be an integer, not %s", key, v->type == JSON_NUMBER ? "a fraction" : json_type_name(v->type));
+    if (v->type != JSON_NUMBER) return fail(e, "'%s' must be an integer, not %s", key, json_type_name(v->type));
+    /* A whole number too large for 64 bits (1e20) is out of range, not a fraction. */
+    double x = v->number.value;
+    if (!v->number.is_integer && x == floor(x)) return fail(e, "'%s' must be in [%lld, %lld]", key, lo, hi);
+    if (!v->number.is_integer) return fail(e, "'%s' must be an integer, not a fraction", key);
     if (v->number.integer < lo || v->number.integer > hi) return fail(e, "'%s' must be in [%lld, %lld]", key, lo, hi);
     *out = v->number.integer;
     return 0;
@@ -78,18 +81,20 @@ static int read_settings(ApiRequest *r, const JsonValue *root, Error *e) {
         number_field(root, "min_p", &s->min_p, e) || number_field(root, "repetition_penalty", &s->repeat_penalty, e) ||
         number_field(root, "presence_penalty", &s->presence_penalty, e) ||
         number_field(root, "frequency_penalty", &s->frequency_penalty, e) ||
-        integer_field(root, "top_k", 0, 1 << 30, &top_k, NULL, e) || integer_field(root, "n", 1, 1 << 30, &n, NULL, e) ||
+        integer_field(root, "top_k", -1, 1 << 30, &top_k, NULL, e) || integer_field(root, "n", 1, 1 << 30, &n, NULL, e) ||
         integer_field(root, "seed", INT64_MIN, INT64_MAX, &seed, &r->seed_given, e) ||
         bool_field(root, "stream", &r->stream, e) || read_stops(r, root, e))
         return -1;
     if (n != 1) return fail(e, "'n' must be 1: one choice per request");
-    s->top_k = (int)top_k;
+    s->top_k = top_k < 0 ? 0 : (int)top_k;  /* -1 is off, as in vLLM */
     if (r->seed_given) s->seed = (uint64_t)seed;
     const char *length_keys[] = {"max_tokens", "max_completion_tokens"};
     for (int i = 0; i < 2; i++) {
         if (integer_field(root, length_keys[i], INT64_MIN, INT64_MAX, &max_tokens, &given, e)) return -1;
         if (!given) continue;
-        if (max_tokens < 1) return fail(e, "'%s' must be at least 1", length_keys[i]);
+        if (max_tokens < -1)
+            return fail(e, "'%s' must be -1 (until an end token or a full context), 0 (the prompt only) or more",
+                        length_keys[i]);
         r->generation.max_new = max_tokens > 1 << 30 ? 1 << 30 : (int)max_tokens;
     }
     const JsonValue *options = field(root, "stream_options");

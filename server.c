@@ -286,8 +286,9 @@ static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, Error
     pthread_mutex_unlock(&s->text_lock);
     int capacity = s->model->max_context;
     if (rc == 0 && ids->n == 0) rc = fail(e, "the prompt is empty");
-    if (rc == 0 && (int)ids->n >= capacity)
-        rc = fail(e, "the prompt is %zu tokens, longer than the context of %d leaves room for", ids->n, capacity - 1);
+    if (rc == 0 && (int)ids->n > capacity)
+        rc = fail(e, "the prompt is %zu tokens, longer than the context of %d: shorten it, or start the server with a "
+                     "larger -c", ids->n, capacity);
     return rc;
 }
 
