@@ -326,7 +326,7 @@ bad({"tokens": [-1]}, path="/detokenize", what="a negative token id")
 st, h, data = server.request("POST", "/v2/nothing", {})
 check(st == 404 and json_error(b"\r\n\r\n" + data), "an unknown path: 404")
 st, h, data = server.request("GET", "/v1/chat/completions")
-check(st == 405 and h.get("Allow") == "POST" and json_error(b"\r\n\r\n" + data), "GET on a POST endpoint: 405 with Allow")
+check(st == 405 and h.get("Allow") == "POST, OPTIONS" and json_error(b"\r\n\r\n" + data), "GET on a POST endpoint: 405 with Allow")
 
 # ---- hostile HTTP ----
 head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
@@ -364,9 +364,10 @@ log = server.text()
 check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
 
 # ---- a second server: the API key, a full queue, disconnects, SIGTERM mid-stream ----
-server = Server("small", "-c", "256", "--parallel", "1", "--queue", "0", "--api-key", "s3cret", "--max-connections", "3")
+server = Server("small", "-c", "4096", "--parallel", "1", "--queue", "0", "--api-key", "s3cret", "--max-connections", "3",
+                "--drain-timeout", "0.2")
 key = {"Authorization": "Bearer s3cret"}
-check(server.wait_log(r"\(1 slot of 256 tokens\)"), "one slot: '1 slot', not '1 slots'")
+check(server.wait_log(r"\(1 slot of 4096 tokens\)"), "one slot: '1 slot', not '1 slots'")
 st, _, data = server.request("POST", "/v1/chat/completions", good)
 check(st == 401 and json_error(b"\r\n\r\n" + data), "--api-key: no key, 401")
 st, _, _ = server.request("POST", "/v1/chat/completions", good, {"Authorization": "Bearer s3cre"})
@@ -423,7 +424,8 @@ code = server.stop()
 s.settimeout(10)
 got = read_until(s, b"data: [DONE]\n\n\r\n0\r\n\r\n", got)
 check(code == 0, f"SIGTERM with a stream open: exit status 0 (got {code})")
-check(b"data: [DONE]" in got and b'"finish_reason":"stop"' in got, "SIGTERM: the open stream ends with [DONE]")
+check(b"data: [DONE]" in got and b'"finish_reason":"stop"' in got,
+      "SIGTERM, --drain-timeout 0.2: the endless stream ends after it with [DONE]")
 log = server.text()
 check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
 
