@@ -120,6 +120,9 @@ static int parse_header(HttpRequest *r, const char *line, size_t len, bool *clos
         if (r->authorization_too_long) v_len = 0;
         memcpy(r->authorization, value, v_len);
         r->authorization[v_len] = '\0';
+    } else if (name_is(line, n, "origin") && v_len < sizeof r->origin) {
+        memcpy(r->origin, value, v_len);
+        r->origin[v_len] = '\0';
     }
     return 0;
 }

@@ -28,6 +28,7 @@ typedef struct {
     bool expect_continue;      /* Expect: 100-continue */
     char authorization[HTTP_MAX_TOKEN]; /* the Authorization header's value, or "" */
     bool authorization_too_long;
+    char origin[HTTP_MAX_TOKEN]; /* the Origin header's value (CORS), or "" (also when too long) */
     size_t head_len;           /* bytes of the request line and headers */
 } HttpRequest;
 

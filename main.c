@@ -1508,8 +1508,10 @@ static int cmd_serve(Args *a) {
     const char *path = NULL;
     ModelOptions opt = {0};
     GenerationFlags flags = no_generation_flags;
+    enum { MAX_CORS = 16 };
+    const char *cors[MAX_CORS];
     ServerOptions so = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 16, .max_connections = 64,
-                        .max_body = 1 << 20, .timeout = 10};
+                        .max_body = 1 << 20, .timeout = 10, .cors = cors, .drain_timeout = 30};
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
             printf("usage: run serve MODEL [flags]\n\n"
@@ -1519,7 +1521,9 @@ static int cmd_serve(Args *a) {
                    "run at once in --parallel slots, batched into one forward pass per step; a\n"
                    "slot keeps its KV cache, and a request whose prompt starts like a slot's last\n"
                    "one computes only the rest. One line per request is logged on standard\n"
-                   "error. SIGINT or SIGTERM stops it: the replies under way end, exit status 0.\n\n"
+                   "error; GET /metrics (Prometheus), GET /props. SIGTERM or SIGINT drains it:\n"
+                   "no new requests, /health says draining, the replies under way finish, exit\n"
+                   "status 0.\n\n"
                    "flags:\n"
                    "  --host ADDR          the address to listen on (default 127.0.0.1: this\n"
                    "                       machine only; 0.0.0.0 for every interface)\n"
@@ -1533,6 +1537,14 @@ static int cmd_serve(Args *a) {
                    "  --max-body N         bytes of a request body at most (default 1048576)\n"
                    "  --timeout S          seconds a request's headers, then its body, may take\n"
                    "                       to arrive before the connection is dropped (default 10)\n"
+                   "  --cors ORIGIN        let web pages from ORIGIN (e.g. https://app.example;\n"
+                   "                       '*': any) call the API from a browser; repeatable\n"
+                   "                       (default: none)\n"
+                   "  --drain-timeout S    after SIGTERM or SIGINT, seconds the replies under way\n"
+                   "                       may take to finish before they are ended (default 30);\n"
+                   "                       a second signal ends them at once\n"
+                   "  --log-format F       the access log on standard error: text (default) or\n"
+                   "                       json (one object per line)\n"
                    "The generation flags are the defaults of requests that do not set them:\n");
             printf(generation_flags_help, "-1");
             printf("%s", model_flags_help);
@@ -1545,6 +1557,17 @@ static int cmd_serve(Args *a) {
         else if (is_flag(a, "--queue")) so.queue = (int)parse_long(a, "--queue", flag_value(a), 0, 1 << 20);
         else if (is_flag(a, "--max-connections")) so.max_connections = (int)parse_long(a, "--max-connections", flag_value(a), 1, 1 << 16);
         else if (is_flag(a, "--api-key")) so.api_key = flag_value(a);
+        else if (is_flag(a, "--cors")) {
+            if (so.n_cors == MAX_CORS) usage_error(a, "--cors: at most %d origins", MAX_CORS);
+            cors[so.n_cors++] = flag_value(a);
+        } else if (is_flag(a, "--drain-timeout")) {
+            so.drain_timeout = parse_double(a, "--drain-timeout", flag_value(a));
+            if (!(so.drain_timeout >= 0 && so.drain_timeout <= 86400)) usage_error(a, "--drain-timeout: expected seconds in [0, 86400]");
+        } else if (is_flag(a, "--log-format")) {
+            const char *f = flag_value(a);
+            if (strcmp(f, "text") != 0 && strcmp(f, "json") != 0) usage_error(a, "--log-format: expected text or json, got '%s'", f);
+            so.log_json = strcmp(f, "json") == 0;
+        }
         else if (is_flag(a, "--max-body")) so.max_body = (size_t)parse_long(a, "--max-body", flag_value(a), 1, 1 << 30);
         else if (is_flag(a, "--timeout")) {
             so.timeout = parse_double(a, "--timeout", flag_value(a));

@@ -24,6 +24,7 @@
 #include "buf.h"
 #include "engine.h"
 #include "http.h"
+#include "metrics.h"
 
 /* Refused connections being closed at once, at most; each is given a
  * second to take its 503 (see linger_close). */
@@ -49,6 +50,7 @@ typedef struct {
     Buf out;                   /* bytes for the connection to send (under the lock) */
     bool done;                 /* the engine is finished with it: out is all there is (under the lock) */
     bool cancel_sent;          /* the connection asked the engine to drop it */
+    double submitted, last_token; /* when it was handed to the engine, and when its last token came */
 } Job;
 
 struct Server {
@@ -61,11 +63,14 @@ struct Server {
     pthread_cond_t progress;   /* connections wait for their job's output on it */
     pthread_cond_t idle;       /* the last connection's end is signalled on it */
     int connections;
-    atomic_bool stopping;
+    atomic_bool stopping;      /* idle connections close */
+    atomic_bool draining;      /* new requests are refused, /health says so */
+    Metrics metrics;
     int closing[MAX_CLOSING];  /* refused connections, shut for writing, read until they close */
     double closing_until[MAX_CLOSING];
     int n_closing;
     pthread_mutex_t text_lock; /* the tokenizer's encoder and the template are not thread-safe */
+    Buf template_caps;         /* /props' "chat_template": what the template does with tools and thinking (JSON) */
 };
 
 /* ---- signals ---- */
@@ -117,6 +122,10 @@ static void on_started(Job *job) {
 /* One step's text and log-probabilities: a stream's chunk, or kept for the
  * whole response. */
 static void on_token(Job *job, const Step *step) {
+    double now = now_seconds();
+    if (job->engine.generated == 1) metrics_first_token(&job->s->metrics, now - job->submitted);
+    else metrics_token_gap(&job->s->metrics, now - job->last_token);
+    job->last_token = now;
     bool logprobs = job->request.logprobs >= 0 && step->stop != STOP_EOS;
     if (job->request.stream) {
         ApiLogprobs one = {0};
@@ -171,6 +180,7 @@ typedef struct {
     size_t n_in;
     double send_timeout;       /* seconds a send may wait for room */
     char peer[64];
+    const char *origin;        /* the current request's Origin header, or NULL */
 } Conn;
 
 enum { RECEIVED = 1, CLOSED = 0, TIMED_OUT = -1, STOPPED = -2 };
@@ -221,15 +231,32 @@ static int send_all(Conn *c, const char *data, size_t len) {
     return 0;
 }
 
-/* A whole response with a JSON body; `extra` holds more header lines. */
-static int respond(Conn *c, int status, const char *extra, const Buf *body, bool keep_alive) {
+/* The CORS headers of a response to a request from an allowed origin. */
+static void cors_headers(const Conn *c, Buf *b) {
+    const ServerOptions *o = c->s->opt;
+    if (!c->origin || !c->origin[0]) return;
+    for (int i = 0; i < o->n_cors; i++)
+        if (strcmp(o->cors[i], "*") == 0 || strcmp(o->cors[i], c->origin) == 0) {
+            buf_printf(b, "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n", strcmp(o->cors[i], "*") == 0 ? "*" : c->origin);
+            return;
+        }
+}
+
+/* A whole response with a body of `type`; `extra` holds more header lines. */
+static int respond_typed(Conn *c, int status, const char *type, const char *extra, const Buf *body, bool keep_alive) {
     Buf b = {0};
-    buf_printf(&b, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: %s\r\n%s\r\n",
-               status, http_reason(status), body->len, keep_alive ? "keep-alive" : "close", extra ? extra : "");
+    buf_printf(&b, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: %s\r\n%s", status,
+               http_reason(status), type, body->len, keep_alive ? "keep-alive" : "close", extra ? extra : "");
+    cors_headers(c, &b);
+    buf_add(&b, "\r\n", 2);
     buf_add(&b, body->data ? body->data : "", body->len);
     int rc = send_all(c, b.data, b.len);
     buf_free(&b);
     return rc;
+}
+
+static int respond(Conn *c, int status, const char *extra, const Buf *body, bool keep_alive) {
+    return respond_typed(c, status, "application/json", extra, body, keep_alive);
 }
 
 static int respond_error(Conn *c, int status, const char *message, const char *extra, bool keep_alive) {
@@ -256,9 +283,26 @@ typedef struct {
     bool close;                /* the connection must close after it */
 } Outcome;
 
+/* The access log: one line per request on standard error, as text or as
+ * a JSON object. */
 static void log_request(const Conn *c, const HttpRequest *r, const Outcome *o, double start) {
-    fprintf(stderr, "%s %s %s %d prompt=%d cached=%d generated=%d %.1fms\n", c->peer, r->method, r->path, o->status,
-            o->prompt_tokens, o->cached_tokens, o->generated_tokens, (now_seconds() - start) * 1e3);
+    double ms = (now_seconds() - start) * 1e3;
+    if (!c->s->opt->log_json) {
+        fprintf(stderr, "%s %s %s %d prompt=%d cached=%d generated=%d %.1fms\n", c->peer, r->method, r->path, o->status,
+                o->prompt_tokens, o->cached_tokens, o->generated_tokens, ms);
+        return;
+    }
+    Buf b = {0};
+    buf_puts(&b, "{\"client\":");
+    buf_json_string(&b, c->peer, strlen(c->peer));
+    buf_puts(&b, ",\"method\":");
+    buf_json_string(&b, r->method, strlen(r->method));
+    buf_puts(&b, ",\"path\":");
+    buf_json_string(&b, r->path, strlen(r->path));
+    buf_printf(&b, ",\"status\":%d,\"prompt_tokens\":%d,\"cached_tokens\":%d,\"generated_tokens\":%d,\"ms\":%.1f}\n",
+               o->status, o->prompt_tokens, o->cached_tokens, o->generated_tokens, ms);
+    fputs(b.data, stderr);
+    buf_free(&b);
 }
 
 /* The request's tokens: a chat's rendered messages, or a completion's prompt. */
@@ -301,6 +345,7 @@ static bool submit(Server *s, Job *job) {
                                   .seed_given = r->seed_given || s->opt->seed_given, .stops = r->stops,
                                   .n_stops = r->n_stops, .logprobs = r->logprobs, .on_event = on_event, .ctx = job};
     EngineRequest *one = &job->engine;
+    job->submitted = now_seconds();
     return engine_submit(s->engine, &one, 1);
 }
 
@@ -344,6 +389,7 @@ static void relay(Conn *c, Job *job, bool chunked, Outcome *o) {
     buf_free(&pending);
     o->cached_tokens = job->engine.cached;
     o->generated_tokens = job->engine.generated;
+    if (!job->engine.refused) metrics_tokens(&s->metrics, (int)job->prompt.n, job->engine.cached, job->engine.generated);
     if (gone || job->engine.cancelled) {
         o->status = 499;  /* the client closed the connection (nginx's code, for the log) */
         o->close = true;
@@ -380,17 +426,20 @@ static void handle_completion(Conn *c, const HttpRequest *http, const char *body
         job->reply = (ApiReply){.kind = kind, .id = job->id, .model = s->opt->model_name, .created = (long long)time(NULL)};
         if (!submit(s, job)) {
             o->status = 503;
-            respond_error(c, 503, "the server is busy: every slot and the queue are taken; retry later", "Retry-After: 1\r\n",
-                          !o->close);
+            respond_error(c, 503, atomic_load(&s->draining) ? "the server is shutting down"
+                                  : "the server is busy: every slot and the queue are taken; retry later",
+                          "Retry-After: 1\r\n", !o->close);
         } else {
             bool chunked = http->minor_version == 1;
             o->status = 200;
             if (job->request.stream) {
-                const char *head = chunked ? "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                                             "Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
-                                           : "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                                             "Connection: close\r\n\r\n";
-                if (send_all(c, head, strlen(head)) != 0) o->close = true;
+                Buf head = {0};
+                buf_printf(&head, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n%s",
+                           chunked ? "Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n" : "Connection: close\r\n");
+                cors_headers(c, &head);
+                buf_add(&head, "\r\n", 2);
+                if (send_all(c, head.data, head.len) != 0) o->close = true;
+                buf_free(&head);
             }
             relay(c, job, chunked, o);
         }
@@ -490,13 +539,99 @@ static void handle_detokenize(Conn *c, const char *body, size_t len, Outcome *o)
     json_free(&doc);
 }
 
-static void handle_models(Conn *c, Outcome *o) {
+/* A model object of the list; GET /v1/models/{id} answers one alone. */
+static void model_object(Buf *out, const Server *s) {
+    buf_puts(out, "{\"id\":");
+    buf_json_string(out, s->opt->model_name, strlen(s->opt->model_name));
+    buf_printf(out, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"run\"}", (long long)time(NULL));
+}
+
+static void handle_models(Conn *c, const char *id, Outcome *o) {
     Buf out = {0};
-    buf_puts(&out, "{\"object\":\"list\",\"data\":[{\"id\":");
-    buf_json_string(&out, c->s->opt->model_name, strlen(c->s->opt->model_name));
-    buf_printf(&out, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"run\"}]}", (long long)time(NULL));
+    if (!id) {
+        buf_puts(&out, "{\"object\":\"list\",\"data\":[");
+        model_object(&out, c->s);
+        buf_puts(&out, "]}");
+    } else if (strcmp(id, c->s->opt->model_name) == 0) {
+        model_object(&out, c->s);
+    } else {
+        o->status = 404;
+        respond_error(c, 404, "no such model: this server serves the one GET /v1/models lists", NULL, !o->close);
+        return;
+    }
     o->status = 200;
     respond(c, 200, NULL, &out, !o->close);
+    buf_free(&out);
+}
+
+/* GET /props: what a client may want to know before it asks. */
+static void handle_props(Conn *c, Outcome *o) {
+    const Server *s = c->s;
+    Buf out = {0};
+    buf_puts(&out, "{\"model\":");
+    buf_json_string(&out, s->opt->model_name, strlen(s->opt->model_name));
+    buf_printf(&out, ",\"model_type\":\"%s\",\"slots\":%d,\"context_per_slot\":%d,\"vocab_size\":%d,\"embedding_size\":%d",
+               architecture_name(s->model->config.arch), s->opt->parallel, s->model->max_context, s->model->config.vocab_size,
+               s->model->config.dim);
+    buf_printf(&out, ",\"chat_template\":%s}", s->template_caps.data);
+    o->status = 200;
+    respond(c, 200, NULL, &out, !o->close);
+    buf_free(&out);
+}
+
+/* Whether the template renders a conversation differently with `extra`
+ * than without (or, with `needle`, whether its text holds it). */
+static bool renders_differently(const ChatTemplate *t, const char *extra, const char *other, const char *needle) {
+    const char *conversation = "[{\"role\":\"user\",\"content\":\"hi\"}]";
+    JsonDoc messages, a, b;
+    Error e;
+    json_parse(&messages, conversation, strlen(conversation), &e);
+    json_parse(&a, extra, strlen(extra), &e);
+    json_parse(&b, other, strlen(other), &e);
+    size_t n_a, n_b;
+    char *text_a = chat_template_render(t, &messages.root, true, &a.root, &n_a, &e);
+    char *text_b = chat_template_render(t, &messages.root, true, &b.root, &n_b, &e);
+    bool differs = text_a && text_b && (needle ? strstr(text_a, needle) != NULL : n_a != n_b || memcmp(text_a, text_b, n_a) != 0);
+    free(text_a), free(text_b);
+    json_free(&messages), json_free(&a), json_free(&b);
+    return differs;
+}
+
+/* What the chat template does, found by rendering a probe conversation:
+ * whether it shows the model a tool's definition, and whether
+ * enable_thinking changes its text. */
+static void template_capabilities(Buf *out, const ChatTemplate *t) {
+    if (!t) {
+        buf_puts(out, "null");
+        return;
+    }
+    bool tools = renders_differently(t, "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"probe_tool_7f3a\","
+                                        "\"description\":\"d\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]}",
+                                     "{}", "probe_tool_7f3a");
+    bool thinking = renders_differently(t, "{\"enable_thinking\":true}", "{\"enable_thinking\":false}", NULL);
+    buf_printf(out, "{\"tools\":%s,\"thinking\":%s}", tools ? "true" : "false", thinking ? "true" : "false");
+}
+
+/* GET /metrics in Prometheus' text format. */
+static void handle_metrics(Conn *c, Outcome *o) {
+    Server *s = c->s;
+    EngineLoad load = engine_load(s->engine);
+    Buf out = {0};
+    metrics_write(&out, &s->metrics, &(MetricsLoad){.slots = s->opt->parallel, .busy_slots = load.busy_slots,
+                                                   .queued = load.queued});
+    o->status = 200;
+    respond_typed(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, &out, !o->close);
+    buf_free(&out);
+}
+
+/* GET /health: 200 while taking requests; 503 "draining" after SIGTERM,
+ * so that a load balancer sends no more. */
+static void handle_health(Conn *c, Outcome *o) {
+    bool draining = atomic_load(&c->s->draining);
+    Buf out = {0};
+    buf_printf(&out, "{\"status\":\"%s\"}", draining ? "draining" : "ok");
+    o->status = draining ? 503 : 200;
+    respond(c, o->status, NULL, &out, !o->close);
     buf_free(&out);
 }
 
@@ -513,46 +648,85 @@ static bool authorized(const Server *s, const HttpRequest *r) {
     return diff == 0;
 }
 
+typedef enum {
+    ROUTE_CHAT, ROUTE_COMPLETIONS, ROUTE_TOKENIZE, ROUTE_DETOKENIZE, ROUTE_MODELS, ROUTE_MODEL, ROUTE_HEALTH,
+    ROUTE_METRICS, ROUTE_PROPS, ROUTE_NONE
+} Route;
+
+static const struct {
+    const char *path, *method;  /* a path ending in '/' takes one more segment: /v1/models/{id} */
+} routes[ROUTE_NONE] = {
+    [ROUTE_CHAT] = {"/v1/chat/completions", "POST"}, [ROUTE_COMPLETIONS] = {"/v1/completions", "POST"},
+    [ROUTE_TOKENIZE] = {"/tokenize", "POST"},         [ROUTE_DETOKENIZE] = {"/detokenize", "POST"},
+    [ROUTE_MODELS] = {"/v1/models", "GET"},           [ROUTE_MODEL] = {"/v1/models/", "GET"},
+    [ROUTE_HEALTH] = {"/health", "GET"},              [ROUTE_METRICS] = {"/metrics", "GET"},
+    [ROUTE_PROPS] = {"/props", "GET"},
+};
+
+/* The route of a path; *rest is the segment after a route ending in '/'. */
+static Route find_route(const char *path, const char **rest) {
+    for (int i = 0; i < ROUTE_NONE; i++) {
+        size_t n = strlen(routes[i].path);
+        if (routes[i].path[n - 1] == '/' ? strncmp(path, routes[i].path, n) == 0 && path[n] && !strchr(path + n, '/')
+                                         : strcmp(path, routes[i].path) == 0) {
+            *rest = path + n;
+            return (Route)i;
+        }
+    }
+    return ROUTE_NONE;
+}
+
+/* The endpoint a request is counted under in /metrics: its route, so that
+ * arbitrary paths do not make arbitrarily many series. */
+static const char *endpoint_name(const char *path) {
+    const char *rest;
+    Route route = find_route(path, &rest);
+    return route == ROUTE_MODEL ? "/v1/models/{id}" : route == ROUTE_NONE ? "other" : routes[route].path;
+}
+
 /* Routes one request to its handler. */
 static void dispatch(Conn *c, const HttpRequest *r, const char *body, size_t len, Outcome *o) {
-    static const struct {
-        const char *path, *method;
-    } routes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/tokenize", "POST"},
-                  {"/detokenize", "POST"},           {"/v1/models", "GET"},      {"/health", "GET"}};
-    int route = -1;
-    for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
-        if (strcmp(r->path, routes[i].path) == 0) route = i;
-    if (route < 0) {
+    const char *rest;
+    Route route = find_route(r->path, &rest);
+    if (route == ROUTE_NONE) {
         o->status = 404;
         respond_error(c, 404, "no such endpoint", NULL, !o->close);
         return;
     }
+    /* A browser's CORS preflight: the methods and headers it may send. */
+    if (strcmp(r->method, "OPTIONS") == 0) {
+        char allow[160];
+        snprintf(allow, sizeof allow, "Allow: %s, OPTIONS\r\nAccess-Control-Allow-Methods: %s, OPTIONS\r\n"
+                 "Access-Control-Allow-Headers: Authorization, Content-Type\r\nAccess-Control-Max-Age: 600\r\n",
+                 routes[route].method, routes[route].method);
+        o->status = 204;
+        respond(c, 204, allow, &(Buf){0}, !o->close);
+        return;
+    }
     if (strcmp(r->method, routes[route].method) != 0) {
         char allow[64];
-        snprintf(allow, sizeof allow, "Allow: %s\r\n", routes[route].method);
+        snprintf(allow, sizeof allow, "Allow: %s, OPTIONS\r\n", routes[route].method);
         o->status = 405;
         respond_error(c, 405, "method not allowed", allow, !o->close);
         return;
     }
-    if (route != 5 && !authorized(c->s, r)) {
+    if (route != ROUTE_HEALTH && route != ROUTE_METRICS && !authorized(c->s, r)) {
         o->status = 401;
         respond_error(c, 401, "a valid API key is needed: 'Authorization: Bearer KEY'", "WWW-Authenticate: Bearer\r\n",
                       !o->close);
         return;
     }
     switch (route) {
-    case 0: handle_completion(c, r, body, len, API_CHAT, o); break;
-    case 1: handle_completion(c, r, body, len, API_COMPLETION, o); break;
-    case 2: handle_tokenize(c, body, len, o); break;
-    case 3: handle_detokenize(c, body, len, o); break;
-    case 4: handle_models(c, o); break;
-    default: {
-        Buf ok = {0};
-        buf_puts(&ok, "{\"status\":\"ok\"}");
-        o->status = 200;
-        respond(c, 200, NULL, &ok, !o->close);
-        buf_free(&ok);
-    }
+    case ROUTE_CHAT: handle_completion(c, r, body, len, API_CHAT, o); break;
+    case ROUTE_COMPLETIONS: handle_completion(c, r, body, len, API_COMPLETION, o); break;
+    case ROUTE_TOKENIZE: handle_tokenize(c, body, len, o); break;
+    case ROUTE_DETOKENIZE: handle_detokenize(c, body, len, o); break;
+    case ROUTE_MODELS: handle_models(c, NULL, o); break;
+    case ROUTE_MODEL: handle_models(c, rest, o); break;
+    case ROUTE_HEALTH: handle_health(c, o); break;
+    case ROUTE_METRICS: handle_metrics(c, o); break;
+    case ROUTE_PROPS: handle_props(c, o); break;
+    case ROUTE_NONE: break;
     }
 }
 
@@ -624,6 +798,7 @@ static bool serve_one(Conn *c) {
         strcpy(r->path, "-");
     } else {
         consume(c, r->head_len);
+        c->origin = r->origin;
         o.close = !r->keep_alive;
         bool has_body = r->chunked || r->content_length > 0;
         if (strcmp(r->method, "POST") == 0 && !r->chunked && r->content_length < 0) {
@@ -645,6 +820,8 @@ static bool serve_one(Conn *c) {
         }
     }
     log_request(c, r, &o, start);
+    metrics_request(&c->s->metrics, endpoint_name(r->path), o.status);
+    c->origin = NULL;
     free(body);
     free(r);
     return !o.close;
@@ -786,6 +963,9 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     pthread_cond_init(&s.progress, NULL);
     pthread_cond_init(&s.idle, NULL);
     atomic_init(&s.stopping, false);
+    atomic_init(&s.draining, false);
+    metrics_init(&s.metrics);
+    template_capabilities(&s.template_caps, template);
     EngineOptions eo = {.slots = o->parallel, .queue = o->queue, .defaults = o->defaults};
     s.engine = engine_start(m, t, &eo);
     fprintf(stderr, "listening on http://%s%s%s:%d (%d slot%s of %d tokens)\n", strchr(o->host, ':') ? "[" : "", o->host,
@@ -804,14 +984,32 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
         if (n > 0 && (p[0].revents & POLLIN)) accept_one(&s, listen_fd);
     }
     for (int i = 0; i < s.n_closing; i++) close(s.closing[i]);
-    fprintf(stderr, "stopping: ending the replies under way\n");
     close(listen_fd);
+
+    /* Drains: no new connection or request; the replies under way run on
+     * for drain_timeout seconds at most, or until a second signal. */
+    char signals[16];
+    ssize_t got = read(wake_pipe[0], signals, sizeof signals);
+    atomic_store(&s.draining, true);
+    engine_drain(s.engine);
+    double deadline = now_seconds() + o->drain_timeout;
+    bool again = got > 1;
+    if (!engine_idle(s.engine) && !again)
+        fprintf(stderr, "draining: the replies under way finish (%g s at most; a second signal ends them now)\n",
+                o->drain_timeout);
+    while (!again && !engine_idle(s.engine) && now_seconds() < deadline) {
+        struct pollfd w = {.fd = wake_pipe[0], .events = POLLIN};
+        again = poll(&w, 1, 50) > 0;
+    }
+    if (!engine_idle(s.engine)) fprintf(stderr, "stopping: ending the replies under way\n");
     atomic_store(&s.stopping, true);
     engine_stop(s.engine);
     pthread_mutex_lock(&s.lock);
     while (s.connections > 0) pthread_cond_wait(&s.idle, &s.lock);
     pthread_mutex_unlock(&s.lock);
     engine_free(s.engine);
+    metrics_free(&s.metrics);
+    buf_free(&s.template_caps);
     pthread_mutex_destroy(&s.lock);
     pthread_mutex_destroy(&s.text_lock);
     pthread_cond_destroy(&s.progress);

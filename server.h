@@ -30,12 +30,17 @@ typedef struct {
     const char *model_name;    /* the "model" of responses and /v1/models */
     GenerationConfig defaults; /* the settings of a request that gives none */
     bool seed_given;           /* defaults.sampling.seed was chosen: else each request gets a fresh one */
+    const char *const *cors;   /* [n_cors] origins a browser may call from ("*": any); none by default */
+    int n_cors;
+    double drain_timeout;      /* seconds SIGTERM waits for the replies under way */
+    bool log_json;             /* the access log as JSON lines */
 } ServerOptions;
 
 /* Serves model m (with tokenizer t and chat template, which may be NULL
  * for a model without one) until SIGINT or SIGTERM: then it stops
- * accepting, ends the replies under way, and returns 0. Returns -1 with e
- * when it cannot listen. */
+ * accepting, lets the replies under way finish (for drain_timeout seconds
+ * at most; a second signal ends them at once), and returns 0. Returns -1
+ * with e when it cannot listen. */
 int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const ServerOptions *o, Error *e);
 
 #endif

@@ -17,6 +17,10 @@ static void test_heads(void) {
     CHECK(request.head_len == strlen(get) - 4, "the head ends at its blank line");
     CHECK(request.keep_alive && request.content_length == -1 && !request.chunked, "HTTP/1.1 keeps the connection");
     CHECK(strcmp(request.authorization, "Bearer k") == 0, "the Authorization header");
+    CHECK(request.origin[0] == '\0', "no Origin header: empty");
+    CHECK(parse("OPTIONS /v1/models HTTP/1.1\r\norigin:  https://a.example \r\n\r\n") == 0 &&
+              strcmp(request.method, "OPTIONS") == 0 && strcmp(request.origin, "https://a.example") == 0,
+          "the Origin header (name in any case, value trimmed)");
     CHECK(parse("POST / HTTP/1.0\nContent-Length:  12 \n\n") == 0 && request.content_length == 12 && !request.keep_alive,
           "bare LF lines, HTTP/1.0 closes, Content-Length with spaces");
     CHECK(parse("POST / HTTP/1.1\r\nConnection: Keep-Alive, close\r\n\r\n") == 0 && !request.keep_alive, "Connection: close");

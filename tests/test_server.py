@@ -326,7 +326,7 @@ bad({"tokens": [-1]}, path="/detokenize", what="a negative token id")
 st, h, data = server.request("POST", "/v2/nothing", {})
 check(st == 404 and json_error(b"\r\n\r\n" + data), "an unknown path: 404")
 st, h, data = server.request("GET", "/v1/chat/completions")
-check(st == 405 and h.get("Allow") == "POST" and json_error(b"\r\n\r\n" + data), "GET on a POST endpoint: 405 with Allow")
+check(st == 405 and h.get("Allow") == "POST, OPTIONS" and json_error(b"\r\n\r\n" + data), "GET on a POST endpoint: 405 with Allow")
 
 # ---- hostile HTTP ----
 head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
@@ -364,9 +364,10 @@ log = server.text()
 check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
 
 # ---- a second server: the API key, a full queue, disconnects, SIGTERM mid-stream ----
-server = Server("small", "-c", "256", "--parallel", "1", "--queue", "0", "--api-key", "s3cret", "--max-connections", "3")
+server = Server("small", "-c", "4096", "--parallel", "1", "--queue", "0", "--api-key", "s3cret", "--max-connections", "3",
+                "--drain-timeout", "0.2")
 key = {"Authorization": "Bearer s3cret"}
-check(server.wait_log(r"\(1 slot of 256 tokens\)"), "one slot: '1 slot', not '1 slots'")
+check(server.wait_log(r"\(1 slot of 4096 tokens\)"), "one slot: '1 slot', not '1 slots'")
 st, _, data = server.request("POST", "/v1/chat/completions", good)
 check(st == 401 and json_error(b"\r\n\r\n" + data), "--api-key: no key, 401")
 st, _, _ = server.request("POST", "/v1/chat/completions", good, {"Authorization": "Bearer s3cre"})
@@ -423,7 +424,8 @@ code = server.stop()
 s.settimeout(10)
 got = read_until(s, b"data: [DONE]\n\n\r\n0\r\n\r\n", got)
 check(code == 0, f"SIGTERM with a stream open: exit status 0 (got {code})")
-check(b"data: [DONE]" in got and b'"finish_reason":"stop"' in got, "SIGTERM: the open stream ends with [DONE]")
+check(b"data: [DONE]" in got and b'"finish_reason":"stop"' in got,
+      "SIGTERM, --drain-timeout 0.2: the endless stream ends after it with [DONE]")
 log = server.text()
 check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
 
@@ -471,6 +473,140 @@ code = server.stop()
 check(code == 0, f"SIGTERM: exit status 0 (got {code})")
 log = server.text()
 check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
+
+# ---- for operators: metrics, props, a model by id, CORS, the JSON access log, a graceful drain ----
+server = Server("operators", "-c", "512", "--parallel", "2", "--seed", "1", "--cors", "https://good.example",
+                "--log-format", "json")
+status, _, body = server.request("GET", "/v1/models/model")
+check(status == 200 and json.loads(body)["id"] == "model" and json.loads(body)["object"] == "model",
+      "GET /v1/models/{id}: the model")
+status, _, body = server.request("GET", "/v1/models/other")
+check(status == 404 and json_error(b"\r\n\r\n" + body), "GET /v1/models/{another id}: 404")
+status, _, body = server.request("GET", "/props")
+props = json.loads(body)
+check(status == 200 and props["slots"] == 2 and props["context_per_slot"] == 512 and props["model"] == "model"
+      and props["chat_template"] == {"tools": True, "thinking": False},
+      f"GET /props: slots, context, Qwen2.5's template shows tools and has no thinking switch ({props})")
+usage = []
+for i in range(3):
+    status, body = server.post("/v1/completions", {"prompt": golden["gen"][i]["prompt"], "max_tokens": 4 + i})
+    usage.append(body["usage"])
+server.request("GET", "/nowhere")
+status, h, body = server.request("GET", "/metrics")
+text = body.decode()
+check(status == 200 and h.get("Content-Type", "").startswith("text/plain; version=0.0.4"), "GET /metrics: the text format")
+# Without the parser, the samples read by the format's grammar: name{labels} value.
+samples = {}
+for line in text.splitlines():
+    if line and not line.startswith("#"):
+        m = re.fullmatch(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*\})? (\S+)', line)
+        check(m is not None, f"/metrics: a sample line ({line!r})")
+        if m:
+            samples[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+check(samples.get('run_requests_total{endpoint="/v1/completions",status="200"}') == 3
+      and samples.get('run_requests_total{endpoint="other",status="404"}') == 1,
+      f"/metrics: requests by endpoint and status ({samples})")
+check(samples.get("run_prompt_tokens_total") == sum(u["prompt_tokens"] for u in usage)
+      and samples.get("run_generated_tokens_total") == sum(u["completion_tokens"] for u in usage)
+      and samples.get("run_time_to_first_token_seconds_count") == 3
+      and samples.get("run_time_per_output_token_seconds_count") == sum(u["completion_tokens"] - 1 for u in usage)
+      and samples.get("run_slots") == 2 and samples.get("run_slots_busy") == 0 and samples.get("run_queue_length") == 0,
+      "/metrics: the tokens of the replies, a first token each, the gaps between the others, the slots")
+try:
+    from prometheus_client.parser import text_string_to_metric_families
+except ImportError:
+    print("NOTE: python3-prometheus-client is missing: /metrics not read by Prometheus' own parser")
+    text_string_to_metric_families = None
+if text_string_to_metric_families:
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    ttft = families.get("run_time_to_first_token_seconds")
+    buckets = [s for s in ttft.samples if s.name.endswith("_bucket")] if ttft else []
+    check(ttft is not None and ttft.type == "histogram" and buckets[-1].labels["le"] == "+Inf"
+          and buckets[-1].value == 3 and all(a.value <= b.value for a, b in zip(buckets, buckets[1:])),
+          "/metrics read by prometheus_client: a histogram, cumulative buckets up to +Inf")
+    req = families.get("run_requests")
+    check(req is not None and req.type == "counter" and
+          any(s.labels == {"endpoint": "/v1/completions", "status": "200"} and s.value == 3 for s in req.samples),
+          "/metrics read by prometheus_client: the requests counter by endpoint and status")
+    check({"run_prompt_tokens", "run_cached_prompt_tokens", "run_generated_tokens", "run_slots_busy",
+           "run_queue_length", "run_time_per_output_token_seconds"} <= set(families),
+          f"/metrics read by prometheus_client: every family ({sorted(families)})")
+
+# CORS: an allowed origin gets it back, a foreign one nothing; the preflight.
+_, h, _ = server.request("GET", "/v1/models", headers={"Origin": "https://good.example"})
+check(h.get("Access-Control-Allow-Origin") == "https://good.example" and h.get("Vary") == "Origin",
+      "CORS: an allowed origin is named back")
+_, h, _ = server.request("GET", "/v1/models", headers={"Origin": "https://evil.example"})
+check("Access-Control-Allow-Origin" not in h, "CORS: a foreign origin gets no CORS header")
+status, h, _ = server.request("OPTIONS", "/v1/chat/completions",
+                              headers={"Origin": "https://good.example", "Access-Control-Request-Method": "POST",
+                                       "Access-Control-Request-Headers": "authorization,content-type"})
+check(status == 204 and h.get("Access-Control-Allow-Origin") == "https://good.example"
+      and "POST" in h.get("Access-Control-Allow-Methods", "")
+      and {"Authorization", "Content-Type"} <= {x.strip() for x in h.get("Access-Control-Allow-Headers", "").split(",")},
+      f"CORS preflight: 204, the methods and headers ({status} {h})")
+status, h, data = server.request("POST", "/v1/chat/completions", {"messages": first_turn, "max_tokens": 2, "stream": True},
+                                 headers={"Origin": "https://good.example"})
+check(status == 200 and h.get("Access-Control-Allow-Origin") == "https://good.example", "CORS: on a stream too")
+lines = [json.loads(l) for l in server.text().splitlines() if l.startswith("{")]
+check(len(lines) >= 10 and all({"method", "path", "status", "ms", "generated_tokens"} <= set(l) for l in lines)
+      and any(l["path"] == "/nowhere" and l["status"] == 404 for l in lines),
+      f"--log-format json: one JSON object per request ({len(lines)} lines)")
+
+# The drain: a stream under way finishes with all its tokens; /health says
+# draining on an open connection; new connections are refused; exit 0.
+keep = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+keep.request("GET", "/health")
+r = keep.getresponse()
+check(r.status == 200 and json.loads(r.read()) == {"status": "ok"}, "/health before SIGTERM: ok")
+s = socket.create_connection(("127.0.0.1", server.port))
+req = json.dumps({"prompt": prompt0["prompt"], "max_tokens": 300, "stream": True}).encode()
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(req) + req)
+s.settimeout(30)
+got = read_until_data = b""
+while got.count(b"data: ") < 2:
+    got += s.recv(65536)
+server.proc.send_signal(signal.SIGTERM)
+check(server.wait_log("draining"), "SIGTERM: the log says it drains")
+keep.request("GET", "/health")
+r = keep.getresponse()
+check(r.status == 503 and json.loads(r.read()) == {"status": "draining"}, "/health while draining: 503 draining")
+try:
+    socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+    refused = False
+except OSError:
+    refused = True
+check(refused, "while draining: new connections refused")
+got = read_until(s, b"data: [DONE]\n\n\r\n0\r\n\r\n", got)
+chunks, done = events(got.split(b"\r\n\r\n", 1)[1].replace(b"\r\n", b"\n"))
+check(done and chunks[-1]["choices"][0]["finish_reason"] == "length"
+      and sum(1 for c in chunks if c["choices"] and c["choices"][0]["text"]) >= 250,
+      "the stream under way finished: all 300 tokens, finish_reason length, [DONE]")
+keep.close()
+s.close()
+code = server.proc.wait(timeout=30)
+check(code == 0, f"drained: exit status 0 (got {code})")
+log = server.text()
+check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
+
+# A second signal ends the drain at once.
+server = Server("second", "-c", "4096", "--parallel", "1")
+s, got = None, b""
+s = socket.create_connection(("127.0.0.1", server.port))
+req = json.dumps({"prompt": "Hello", "max_tokens": 100000, "stream": True}).encode()
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(req) + req)
+s.settimeout(30)
+while got.count(b"data: ") < 2:
+    got += s.recv(65536)
+server.proc.send_signal(signal.SIGTERM)
+server.wait_log("draining")
+t0 = time.time()
+server.proc.send_signal(signal.SIGINT)
+got = read_until(s, b"data: [DONE]\n\n\r\n0\r\n\r\n", got)
+code = server.proc.wait(timeout=30)
+check(code == 0 and time.time() - t0 < 5 and b"data: [DONE]" in got,
+      f"a second signal: the stream ends at once with [DONE], exit 0 (got {code})")
+s.close()
 
 # ---- serve's flags: only what serve honours ----
 h = subprocess.run([RUN, "serve", "--help"], capture_output=True, text=True)
