@@ -341,7 +341,7 @@ static void test_attention(void) {
         float *q = xmalloc(n_q * ld * sizeof(float)), *keys = xmalloc((size_t)n * hd * sizeof(float));
         float *values = xmalloc((size_t)n * hd * sizeof(float)), *out = xmalloc(n_q * ld * sizeof(float));
         float *plain = xmalloc(n_q * ld * sizeof(float)), *alone = xmalloc((size_t)group * hd * sizeof(float));
-        float *scratch = xmalloc(attend_scratch_floats(group, n_q, n) * sizeof(float));
+        float *scratch = xmalloc(attend_scratch_floats(group, n_q) * sizeof(float));
         for (size_t i = 0; i < n_q * ld; i++) q[i] = 3 * uniform();
         for (int i = 0; i < n * hd; i++) keys[i] = uniform(), values[i] = uniform();
         float *ring_keys = as_ring(keys, n, spec.rows, hd), *ring_values = as_ring(values, n, spec.rows, hd);
