@@ -335,70 +335,64 @@ static void *take_children(Parser *ps, size_t base, int depth, size_t align, siz
     return children;
 }
 
-static int parse_array(Parser *ps, JsonValue *out, int depth) {
-    size_t base = ps->stack_used;
-    ps->p++;  /* '[' */
-    skip_space(ps);
-    if (ps->p < ps->end && *ps->p == ']') {
-        ps->p++;
-    } else {
-        for (;;) {
-            JsonValue v;
-            if (parse_value(ps, &v, depth + 1) != 0) return -1;
-            add_child(ps, base, depth, &v, sizeof v);
-            skip_space(ps);
-            if (ps->p < ps->end && *ps->p == ',') {
-                ps->p++;
-                continue;
-            }
-            if (ps->p < ps->end && *ps->p == ']') {
-                ps->p++;
-                break;
-            }
-            return error_at(ps, ps->p, ps->p < ps->end ? "expected ',' or ']'" : "unexpected end of input in array");
-        }
+/* One child of the container open at depth: an array's value, or an
+ * object's "key": value member. */
+static int parse_child(Parser *ps, size_t base, int depth, bool object) {
+    if (!object) {
+        JsonValue v;
+        if (parse_value(ps, &v, depth + 1) != 0) return -1;
+        add_child(ps, base, depth, &v, sizeof v);
+        return 0;
     }
-    size_t size;
-    out->type = JSON_ARRAY;
-    out->items = take_children(ps, base, depth, _Alignof(JsonValue), &size);
-    out->len = size / sizeof(JsonValue);
+    JsonMember m;
+    skip_space(ps);
+    if (ps->p >= ps->end || *ps->p != '"')
+        return error_at(ps, ps->p, ps->p < ps->end ? "expected a string key" : "unexpected end of input in object");
+    if (parse_string(ps, &m.key, &m.key_len) != 0) return -1;
+    skip_space(ps);
+    if (ps->p >= ps->end || *ps->p != ':') return error_at(ps, ps->p, "expected ':' after key");
+    ps->p++;
+    if (parse_value(ps, &m.value, depth + 1) != 0) return -1;
+    add_child(ps, base, depth, &m, sizeof m);
     return 0;
 }
 
-static int parse_object(Parser *ps, JsonValue *out, int depth) {
+/* An array [a, b, ...] or an object {"k": v, ...}: children separated by
+ * commas up to the closing bracket, then kept as one array. */
+static int parse_container(Parser *ps, JsonValue *out, int depth) {
+    bool object = *ps->p == '{';
+    char close = object ? '}' : ']';
     size_t base = ps->stack_used;
-    ps->p++;  /* '{' */
+    ps->p++;  /* '[' or '{' */
     skip_space(ps);
-    if (ps->p < ps->end && *ps->p == '}') {
+    if (ps->p < ps->end && *ps->p == close) {
         ps->p++;
     } else {
         for (;;) {
-            JsonMember m;
-            skip_space(ps);
-            if (ps->p >= ps->end || *ps->p != '"')
-                return error_at(ps, ps->p, ps->p < ps->end ? "expected a string key" : "unexpected end of input in object");
-            if (parse_string(ps, &m.key, &m.key_len) != 0) return -1;
-            skip_space(ps);
-            if (ps->p >= ps->end || *ps->p != ':') return error_at(ps, ps->p, "expected ':' after key");
-            ps->p++;
-            if (parse_value(ps, &m.value, depth + 1) != 0) return -1;
-            add_child(ps, base, depth, &m, sizeof m);
+            if (parse_child(ps, base, depth, object) != 0) return -1;
             skip_space(ps);
             if (ps->p < ps->end && *ps->p == ',') {
                 ps->p++;
                 continue;
             }
-            if (ps->p < ps->end && *ps->p == '}') {
+            if (ps->p < ps->end && *ps->p == close) {
                 ps->p++;
                 break;
             }
-            return error_at(ps, ps->p, ps->p < ps->end ? "expected ',' or '}'" : "unexpected end of input in object");
+            if (ps->p < ps->end) return error_at(ps, ps->p, object ? "expected ',' or '}'" : "expected ',' or ']'");
+            return error_at(ps, ps->p, object ? "unexpected end of input in object" : "unexpected end of input in array");
         }
     }
     size_t size;
-    out->type = JSON_OBJECT;
-    out->members = take_children(ps, base, depth, _Alignof(JsonMember), &size);
-    out->len = size / sizeof(JsonMember);
+    if (object) {
+        out->type = JSON_OBJECT;
+        out->members = take_children(ps, base, depth, _Alignof(JsonMember), &size);
+        out->len = size / sizeof(JsonMember);
+    } else {
+        out->type = JSON_ARRAY;
+        out->items = take_children(ps, base, depth, _Alignof(JsonValue), &size);
+        out->len = size / sizeof(JsonValue);
+    }
     return 0;
 }
 
@@ -408,8 +402,8 @@ static int parse_value(Parser *ps, JsonValue *out, int depth) {
     if (ps->p >= ps->end) return error_at(ps, ps->p, "unexpected end of input");
     memset(out, 0, sizeof *out);
     switch (*ps->p) {
-    case '{': return parse_object(ps, out, depth);
-    case '[': return parse_array(ps, out, depth);
+    case '{':
+    case '[': return parse_container(ps, out, depth);
     case '"':
         out->type = JSON_STRING;
         return parse_string(ps, &out->string, &out->len);

@@ -151,6 +151,19 @@ static const KernelPath *path(void) {
 
 const char *kernels_in_use(void) { return path()->name; }
 
+Bf16Dot bf16_dot_setting(void) {
+    static _Atomic int setting; /* 0: not read yet */
+    int s = atomic_load(&setting);
+    if (s == 0) {
+        const char *env = getenv("RUN_BF16_DOT");
+        s = env && strcmp(env, "instruction") == 0 ? BF16_DOT_INSTRUCTION
+            : env && strcmp(env, "fma") == 0       ? BF16_DOT_FMA
+                                                   : BF16_DOT_FASTER;
+        atomic_store(&setting, s);
+    }
+    return (Bf16Dot)s;
+}
+
 /* ---- products split between threads ---- */
 
 /* Rows [*r0, *r1) of part `part` of n_parts: whole row groups. */
@@ -328,8 +341,7 @@ void attend(float *out, const float *q, size_t ld, int n_q, int pos, const float
     path()->attend(out, q, ld, n_q, pos, keys, values, group, hd, spec, scratch);
 }
 
-size_t attend_scratch_floats(int group, int n_q, int n_keys) {
-    (void)n_keys;
+size_t attend_scratch_floats(int group, int n_q) {
     /* Per query vector: the running maximum and sum, a tile of scores. */
     return (size_t)group * (size_t)n_q * (2 + ATTEND_KEY_BLOCK);
 }

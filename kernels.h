@@ -78,7 +78,6 @@ typedef enum { MATH_EXACT, MATH_BF16 } MathMode;
  *       and block.
  *   scales: [group][block][row 0..15] f16. */
 enum { QUANT_BLOCK = 32, ROW_GROUP = 16 };
-#define Q8_BLOCK QUANT_BLOCK
 
 typedef enum { LAYOUT_GROUPED, LAYOUT_ROWS } Layout;
 
@@ -154,8 +153,8 @@ typedef struct {
  * lo(pos + i) .. pos + i, lo(p) = max(0, p - window + 1) with a window, else 0:
  *   out[i][g] = sum over those t of softmax_t(cap(q[i][g] . k_t * scale)) v_t.
  * Token i's heads are at q + i * ld and out + i * ld, head after head
- * ([group][hd]). scratch holds attend_scratch_floats(group, n_q, pos + n_q)
- * floats.
+ * ([group][hd]). scratch holds attend_scratch_floats(group, n_q) floats
+ * (whatever the number of keys).
  * The keys are taken in tiles of the ATTEND_KEY_BLOCK positions from a
  * multiple of ATTEND_KEY_BLOCK, each tile read once for all the block's
  * queries (flash attention); a query takes the part of a tile it sees. Per
@@ -168,7 +167,7 @@ typedef struct {
  * at the end out = o / l. So a query's result does not depend on n_q or pos. */
 void attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values, int group,
             int hd, const AttendSpec *spec, float *scratch);
-size_t attend_scratch_floats(int group, int n_q, int n_keys);
+size_t attend_scratch_floats(int group, int n_q);
 
 /* Query tokens per attend() call that the forward pass hands a thread, and
  * key positions per tile. */

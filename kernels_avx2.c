@@ -161,11 +161,7 @@ INLINE void float_range(WeightType type, bool second_first, const Matrix *w, con
 }
 
 static void matmul_float(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
-    switch (w->type) {
-    case WEIGHT_F16: float_range(WEIGHT_F16, false, w, xp, n, out, r0, r1); break;
-    case WEIGHT_BF16: float_range(WEIGHT_BF16, false, w, xp, n, out, r0, r1); break;
-    default: float_range(WEIGHT_F32, false, w, xp, n, out, r0, r1); break;
-    }
+    matmul_float_by_type(float_range, out, xp, w, n, r0, r1);
 }
 
 /* bf16 arithmetic: the same tiles over activations rounded to bf16, each
@@ -280,7 +276,6 @@ static void matmul_quant(float *out, const QuantizedRows *x, const Matrix *w, in
     else quant_range(WEIGHT_Q4, out, x, w, n, r0, r1);
 }
 
-void avx2_quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, int cols);
 void avx2_quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, int cols) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int b = 0; b < cols / QUANT_BLOCK; b++) {
@@ -335,7 +330,6 @@ INLINE __m256 swiglu8(__m256 g, __m256 u) {
     return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
 }
 
-void avx2_swiglu(float *gate, const float *up, size_t n);
 void avx2_swiglu(float *gate, const float *up, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, swiglu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
@@ -365,7 +359,6 @@ static float exp_and_sum(float *x, int n, float max) {
     return hsum16(lanes[0], lanes[1]);
 }
 
-void avx2_softmax(float *x, int n);
 void avx2_softmax(float *x, int n) {
     float max = -INFINITY;
     for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
@@ -415,8 +408,6 @@ static void weigh_values(float *o, float a, const float *p, const float *v, int 
     }
 }
 
-void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
-                 int group, int hd, const AttendSpec *spec, float *scratch);
 void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
                  int group, int hd, const AttendSpec *spec, float *scratch) {
     float *max = scratch, *sum = max + (size_t)n_q * group, *p = sum + (size_t)n_q * group;

@@ -9,17 +9,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include <stdlib.h>
 
 #include "kernels_path.h"
 
 #define INLINE static inline __attribute__((always_inline))
-
-void avx2_quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, int cols);
-void avx2_swiglu(float *gate, const float *up, size_t n);
-void avx2_softmax(float *x, int n);
-void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
-                 int group, int hd, const AttendSpec *spec, float *scratch);
 
 /* The halving tree over the 16 lanes. */
 INLINE float hsum16(__m512 v) {
@@ -263,14 +256,14 @@ static bool bf16_dot_is_faster(void) {
  * the instruction flushes to 0, differ), but the instruction
  * does twice the products of an FMA per cycle on some CPUs (AMD Zen 4) and
  * the same on others (some Intel Xeons). Measured once, unless RUN_BF16_DOT says
- * `instruction` or `fma`. */
+ * `instruction` or `fma` (see bf16_dot_setting). */
 static bool bf16_dot_instruction(void) {
     static _Atomic int choice;  /* 0: not yet; 1: the instruction; 2: FMAs */
     int c = atomic_load(&choice);
     if (c == 0) {
-        const char *env = getenv("RUN_BF16_DOT");
-        if (env && strcmp(env, "instruction") == 0) c = 1;
-        else if (env && strcmp(env, "fma") == 0) c = 2;
+        Bf16Dot setting = bf16_dot_setting();
+        if (setting == BF16_DOT_INSTRUCTION) c = 1;
+        else if (setting == BF16_DOT_FMA) c = 2;
         else c = bf16_dot_is_faster() ? 1 : 2;
         atomic_store(&choice, c);
     }
@@ -310,11 +303,7 @@ INLINE void tile_range(WeightType type, bool bf16_math, const Matrix *w, const f
 }
 
 static void matmul_float(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
-    switch (w->type) {
-    case WEIGHT_F16: tile_range(WEIGHT_F16, false, w, xp, n, out, r0, r1); break;
-    case WEIGHT_BF16: tile_range(WEIGHT_BF16, false, w, xp, n, out, r0, r1); break;
-    default: tile_range(WEIGHT_F32, false, w, xp, n, out, r0, r1); break;
-    }
+    matmul_float_by_type(tile_range, out, xp, w, n, r0, r1);
 }
 
 /* bf16 arithmetic: the BF16 dot product, or the fp32 tiles over the rounded

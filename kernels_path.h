@@ -91,6 +91,36 @@ typedef struct {
 
 extern const KernelPath kernels_plain, kernels_avx2, kernels_avx512;
 
+/* The AVX2 path's kernels that the AVX-512 path uses as they are. */
+void avx2_quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, int cols);
+void avx2_swiglu(float *gate, const float *up, size_t n);
+void avx2_softmax(float *x, int n);
+void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
+                 int group, int hd, const AttendSpec *spec, float *scratch);
+
+/* A SIMD path's product over row groups [r0, r1) for weights of `type`
+ * (fp32 activations, or bf16 arithmetic). */
+typedef void RowRange(WeightType type, bool bf16_math, const Matrix *w, const float *xp, int n, float *out, int r0,
+                      int r1);
+
+/* matmul_float of a SIMD path: its RowRange with the weight type as a
+ * constant (f16, bf16, else f32), so that the always-inlined range is
+ * built once per type. */
+static inline void matmul_float_by_type(RowRange *range, float *out, const float *xp, const Matrix *w, int n, int r0,
+                                        int r1) {
+    switch (w->type) {
+    case WEIGHT_F16: range(WEIGHT_F16, false, w, xp, n, out, r0, r1); break;
+    case WEIGHT_BF16: range(WEIGHT_BF16, false, w, xp, n, out, r0, r1); break;
+    default: range(WEIGHT_F32, false, w, xp, n, out, r0, r1); break;
+    }
+}
+
+/* How bf16 arithmetic is done where the BF16 dot product exists:
+ * RUN_BF16_DOT=instruction or fma, else whichever is faster (measured by
+ * the AVX-512 path). Read once, in kernels.c beside RUN_KERNELS. */
+typedef enum { BF16_DOT_FASTER = 1, BF16_DOT_INSTRUCTION, BF16_DOT_FMA } Bf16Dot;
+Bf16Dot bf16_dot_setting(void);
+
 /* ---- attention's walk over the keys, shared by every path ---- */
 
 /* The first key tile the query at position p sees starts here. */

@@ -382,7 +382,7 @@ static void alloc_state(Model *m) {
         s->local_sin = xcalloc_aligned(T * c->head_dim / 2, sizeof(float));
         rope_frequencies(s->local_inv_freq, c, true);
     }
-    s->scratch_floats = attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK, m->max_context);
+    s->scratch_floats = attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK);
     s->scratch = xcalloc_aligned((size_t)pool_size(m->pool) * s->scratch_floats, sizeof(float));
     s->logits_rows = 1;
     s->logits = xcalloc_aligned((size_t)c->vocab_size, sizeof(float));

@@ -498,7 +498,6 @@ Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a) {
     static const char *const p_sort[] = {"reverse", "case_sensitive", "attribute", NULL};
     static const char *const p_dictsort[] = {"case_sensitive", "by", "reverse", NULL};
     static const char *const p_minmax[] = {"case_sensitive", "attribute", NULL};
-    static const char *const p_center[] = {"width", NULL};
     static const char *const p_indent[] = {"width", "first", "blank", NULL};
     static const char *const p_truncate[] = {"length", "killwords", "end", "leeway", NULL};
     static const char *const p_sum[] = {"attribute", "start", NULL};
@@ -538,8 +537,7 @@ Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a) {
         bind_args(r, fn, a, none, arg);
         return change_case(r, soft_str(r, v), CASE_CAPITALIZE);
     case FI_CENTER:
-        bind_args(r, fn, a, p_center, arg);
-        return pad(r, soft_str(r, v), given(arg[0]) ? arg_int(r, fn, arg[0]) : 80, v_missing(), 0);
+        return center_filter(r, fn, soft_str(r, v), a);
     case FI_DEFAULT:
         bind_args(r, fn, a, p_default, arg);
         if (v.kind == V_UNDEFINED || (given(arg[1]) && truthy(arg[1]) && !truthy(v)))
@@ -717,21 +715,9 @@ Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a) {
             raise_error(&r->c, "truncate needs a str, not %s", type_name(v));
         }
         return truncate_filter(r, soft_str(r, v), arg[0], arg[1], arg[2], arg[3]);
-    case FI_WORDCOUNT: {
+    case FI_WORDCOUNT:
         bind_args(r, fn, a, none, arg);
-        Str s = soft_str(r, v).s;
-        int64_t words = 0;
-        bool in_word = false;
-        for (size_t i = 0; i < s.n;) {
-            size_t used;
-            uint32_t c = next_char(s.p + i, s.n - i, &used);
-            bool w = c == '_' || (unicode_class(c) & (UNICODE_LETTER | UNICODE_NUMBER));
-            words += w && !in_word;
-            in_word = w;
-            i += used;
-        }
-        return v_int(words);
-    }
+        return wordcount(soft_str(r, v).s);
     default: /* FI_UNSUPPORTED */
         raise_error(&r->c, "the filter '%.*s' is not supported", (int)name.n, name.p);
     }

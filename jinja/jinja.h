@@ -15,9 +15,11 @@
  *   scope.c      which names start undefined; the scopes of a render
  *   operators.c  truth, iteration, arithmetic, comparison, attributes, items
  *   methods.c    str, dict, list and loop methods
- *   format.c     printf-style % and str.format
+ *   format.c     printf-style %
  *   filters.c    filters and tests
  *   render.c     calls, expressions and statements
+ *   extras.c     what chat templates hardly use: str.format, center,
+ *                wordcount, loop.cycle, {% filter %}
  * and template.c, the public functions, ties them together.
  *
  * Memory: everything a parse or a render allocates comes from one arena
@@ -744,8 +746,21 @@ Value dict_view(Render *r, Dict *d, SeqType type);
 Value call_method(Render *r, Value self, int id, const Args *a);
 
 /* ---- format.c ---- */
+/* A format spec, from "%-05.2f" or from "{:<5.2f}". */
+typedef struct {
+    uint32_t fill;
+    char align;        /* '<', '>', '^', '=' or 0 for the type's default */
+    char sign;         /* '+', ' ', '-' or 0 */
+    bool alt;          /* '#' */
+    bool zero;         /* '0' */
+    char grouping;     /* ',', '_' or 0 */
+    int64_t width;     /* -1: none */
+    int64_t precision; /* -1: none */
+    char type;         /* the conversion, or 0 */
+    bool percent;      /* the spec came from % (printf rules) */
+} Spec;
+void format_one(Render *r, Text *b, Value v, const Spec *sp);
 Value format_percent(Render *r, Value fmt, Value args);
-Value str_format(Render *r, Value fmt, const Args *a);
 
 /* ---- filters.c ---- */
 Value *sort_keys(Render *r, List *items, Value attribute, bool case_sensitive);
@@ -754,11 +769,22 @@ Value apply_filter_id(Render *r, int id, Str name, Value v, const Args *a);
 bool apply_test_id(Render *r, int id, Str name, Value v, const Args *a);
 
 /* ---- render.c ---- */
+size_t capture_begin(Render *r);
+Value capture_end(Render *r, size_t start);
+void output(Render *r, Str s);
+Value apply_filter_chain(Render *r, const Node *f, Value v, Scope *s);
 const char *macro_name(const Macro *m);
 Value call_value(Render *r, Value callee, const Args *a);
 Value eval(Render *r, const Node *n, Scope *s);
 void assign(Render *r, const Node *target, Value v, Scope *s);
 Flow exec_body(Render *r, Nodes body, Scope *s);
 Value from_json(Render *r, const JsonValue *j);
+
+/* ---- extras.c ---- */
+Value str_format(Render *r, Value fmt, const Args *a);
+Value center_filter(Render *r, const char *fn, Value s, const Args *a);
+Value wordcount(Str s);
+Value loop_cycle(Render *r, const Loop *l, const Args *a);
+Flow exec_filter_block(Render *r, const Node *n, Scope *s);
 
 #endif

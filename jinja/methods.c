@@ -662,9 +662,7 @@ static Value other_method(Render *r, Value v, MethodId id, const Args *a) {
         v.list->len = 0;
         return v_none();
     case M_CYCLE:
-        if (a->n_kw) raise_error(&r->c, "cycle() takes no keyword arguments");
-        if (a->n_pos == 0) raise_error(&r->c, "no items for cycling given");
-        return a->pos[v.loop->index0 % a->n_pos];
+        return loop_cycle(r, v.loop, a);
     case M_CHANGED: {
         if (a->n_kw) raise_error(&r->c, "changed() takes no keyword arguments");
         List *now = new_list(&r->c, SEQ_TUPLE, a->n_pos);

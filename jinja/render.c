@@ -11,9 +11,9 @@ const char *macro_name(const Macro *m) { return m->node->value.s.p; }
 
 /* Starts capturing output (macro calls, set blocks): returns where the
  * captured text starts. */
-static size_t capture_begin(Render *r) { return r->out.n; }
+size_t capture_begin(Render *r) { return r->out.n; }
 
-static Value capture_end(Render *r, size_t start) {
+Value capture_end(Render *r, size_t start) {
     Value v = r->out.n > start ? new_str(&r->c, r->out.p + start, r->out.n - start) : v_str("", 0);
     r->out.n = start;
     return v;
@@ -403,14 +403,14 @@ void assign(Render *r, const Node *target, Value v, Scope *s) {
     for (size_t i = 0; i < want; i++) assign(r, target->list.at[i], items[i], s);
 }
 
-static void output(Render *r, Str s) {
+void output(Render *r, Str s) {
     if (s.n > TEMPLATE_MAX_OUTPUT - r->out.n)
         raise_error(&r->c, "the output would be longer than %zu MiB", TEMPLATE_MAX_OUTPUT >> 20);
     text_addstr(&r->out, s);
 }
 
 /* Applies a filter chain whose innermost filter has no operand to v. */
-static Value apply_filter_chain(Render *r, const Node *f, Value v, Scope *s) {
+Value apply_filter_chain(Render *r, const Node *f, Value v, Scope *s) {
     if (!f) return v;
     Value inner = apply_filter_chain(r, f->a, v, s);
     Args a;
@@ -519,20 +519,8 @@ static Flow exec(Render *r, const Node *n, Scope *s) {
         for (size_t i = 0; i < n->kw.n; i++) assign(r, n->kw.at[i]->a, eval(r, n->kw.at[i]->b, s), inner);
         return exec_body(r, n->list, inner);
     }
-    case N_FILTERBLOCK: {
-        size_t start = capture_begin(r);
-        enter_depth(r);
-        Flow f = exec_body(r, n->list, new_frame(r, s, n));
-        r->depth--;
-        if (f != FLOW_NORMAL) {
-            r->out.n = start;
-            return f;
-        }
-        r->c.line = n->line;
-        Value v = apply_filter_chain(r, n->b, capture_end(r, start), s);
-        output(r, to_str(r, v).s);
-        break;
-    }
+    case N_FILTERBLOCK:
+        return exec_filter_block(r, n, s);
     case N_BODY:
         return exec_body(r, n->list, s);
     default:

@@ -2,9 +2,10 @@
 # tests/run_tests.sh - runs the test programs and scripts on the kernel paths
 # this CPU has (plain C, AVX2, AVX-512: RUN_KERNELS selects one), so that no
 # path can hide a bug, then prints the total as its last line:
-# "N passed, N failed". The kernel and forward-pass tests (test_kernels,
-# test_net) run on every path (and on AVX-512 with both ways of bf16
-# arithmetic, RUN_BF16_DOT); the whole suite on the FULL_PATHS.
+# "N passed, N failed". test_kernels goes over every path itself: it runs
+# once (on AVX-512 CPUs once for each way of bf16 arithmetic, RUN_BF16_DOT).
+# The forward-pass test (test_net) runs on every path (and on AVX-512 with
+# both ways of bf16 arithmetic); the whole suite on the FULL_PATHS.
 #   TESTBIN:    folder of the built tests/test_* programs (default build/tests)
 #   RUN:        the run binary the end-to-end scripts use (default ./run)
 #   FULL_PATHS: the paths the whole suite runs on, "best" naming the CPU's
@@ -41,15 +42,24 @@ if [ -z "$paths" ]; then
     total_failed=$((total_failed + 1))
 fi
 best=$(echo $paths | awk '{ print $NF }')
+has_avx512=false
+echo " " $paths " " | grep -q " avx512 " && has_avx512=true
+# test_kernels tests every path this CPU runs, whatever RUN_KERNELS says.
+if $has_avx512; then dots="instruction fma"; else dots=measured; fi
+for dot in $dots; do
+    echo "test_kernels, every kernel path$($has_avx512 && echo ", bf16 arithmetic by $dot"):"
+    if $has_avx512; then RUN_BF16_DOT=$dot "$TESTBIN"/test_kernels >"$log" 2>&1; else "$TESTBIN"/test_kernels >"$log" 2>&1; fi
+    report "$TESTBIN"/test_kernels "$?"
+done
 full_paths=$(echo "${FULL_PATHS:-best plain}" | sed "s/best/$best/")
 for path in $paths; do
     export RUN_KERNELS=$path
     whole=false
     for p in $full_paths; do [ "$p" = "$path" ] && whole=true; done
-    echo "kernel path $path ($($whole && echo "the whole suite" || echo "the kernel and forward-pass tests")):"
+    echo "kernel path $path ($($whole && echo "the whole suite" || echo "the forward-pass test")):"
     for t in "$TESTBIN"/test_*; do
         [ -x "$t" ] || continue
-        case $t in */test_kernels | */test_net) ;; *) $whole || continue ;; esac
+        case $t in */test_kernels) continue ;; */test_net) ;; *) $whole || continue ;; esac
         "$t" >"$log" 2>&1
         status=$?
         report "$t" "$status"
@@ -62,15 +72,12 @@ for path in $paths; do
     done
 done
 # The AVX-512 path does bf16 arithmetic with the BF16 dot product or with
-# FMAs, whichever this CPU runs faster: the kernel and forward-pass tests
-# run with each.
-if echo " " $paths " " | grep -q " avx512 "; then
+# FMAs, whichever this CPU runs faster: the forward-pass test runs with each.
+if $has_avx512; then
     for dot in instruction fma; do
-        echo "kernel path avx512, bf16 arithmetic by $dot (the kernel and forward-pass tests):"
-        for t in "$TESTBIN"/test_kernels "$TESTBIN"/test_net; do
-            RUN_KERNELS=avx512 RUN_BF16_DOT=$dot "$t" >"$log" 2>&1
-            report "$t" "$?"
-        done
+        echo "kernel path avx512, bf16 arithmetic by $dot (the forward-pass test):"
+        RUN_KERNELS=avx512 RUN_BF16_DOT=$dot "$TESTBIN"/test_net >"$log" 2>&1
+        report "$TESTBIN"/test_net "$?"
     done
 fi
 echo "$total_passed passed, $total_failed failed"

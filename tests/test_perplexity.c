@@ -1,9 +1,12 @@
-/* test_perplexity.c - the windows, the formulas by hand, and properties of
- * perplexity_run on a random-weight checkpoint (the values themselves are
- * checked against the reference by tests/test_ppl.sh). */
+/* test_perplexity.c - the windows, the formulas by hand, perplexity_run's
+ * values against the numpy reference's (tests/data/inside_golden.json, made
+ * by scripts/make_inside_golden.py), and its windows on a random-weight
+ * checkpoint. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "../json.h"
 #include "../perplexity.h"
 #include "test.h"
 
@@ -59,8 +62,47 @@ static void test_run(void) {
     perplexity_run(&m, tokens, 11, 4, 2, &strided, count_window, &p);
     CHECK(p.calls == 5 && p.last_end == 11 && p.scored == 10, "windows of 4 every 2: 5 windows, 10 tokens scored, got %d, %ld",
           p.calls, p.scored);
-    CHECK(strided.nll_sum != whole.nll_sum, "shorter context, another likelihood");
     model_free(&m);
+}
+
+/* The perplexity and its error that the reference's logits give the tokens
+ * of tests/data/ppl_text.txt on the golden file's checkpoint, for each of
+ * its windows and strides: within 1e-4 and 1e-3 relative (fp32 sums). */
+static void test_reference(void) {
+    JsonDoc doc;
+    Error e;
+    if (json_parse_file(&doc, "tests/data/inside_golden.json", &e) != 0) {
+        CHECK(0, "%s", e.msg);
+        return;
+    }
+    const JsonValue *ids = json_get(&doc.root, "ppl_ids"), *cases = json_get(&doc.root, "ppl");
+    const char *dir = test_scratch("perplexity-reference");
+    test_checkpoint(dir, json_get(&doc.root, "gen_checkpoint")->string);
+    Model m;
+    ModelOptions opt = {.context = 128, .threads = 1};
+    if (model_load(&m, dir, &opt, &e) != 0) {
+        CHECK(0, "loading the checkpoint: %s", e.msg);
+        json_free(&doc);
+        return;
+    }
+    int n = (int)ids->len, *tokens = xmalloc(ids->len * sizeof *tokens);
+    for (int i = 0; i < n; i++) tokens[i] = (int)ids->items[i].number.integer;
+    for (size_t c = 0; c < cases->len; c++) {
+        const JsonValue *want = &cases->items[c];
+        int window = (int)json_get(want, "window")->number.integer, stride = (int)json_get(want, "stride")->number.integer;
+        double ppl = json_get(want, "ppl")->number.value, error = json_get(want, "error")->number.value;
+        PerplexityTotals t;
+        perplexity_run(&m, tokens, n, window, stride, &t, NULL, NULL);
+        CHECK(t.n_scored == json_get(want, "scored")->number.integer, "window %d stride %d: %ld tokens scored", window,
+              stride, t.n_scored);
+        CHECK(fabs(perplexity_value(&t) - ppl) <= 1e-4 * ppl, "window %d stride %d: perplexity %.9g, the reference %.9g",
+              window, stride, perplexity_value(&t), ppl);
+        CHECK(fabs(perplexity_error(&t) - error) <= 1e-3 * error, "window %d stride %d: error %.9g, the reference %.9g",
+              window, stride, perplexity_error(&t), error);
+    }
+    free(tokens);
+    model_free(&m);
+    json_free(&doc);
 }
 
 int main(int argc, char **argv) {
@@ -69,5 +111,6 @@ int main(int argc, char **argv) {
     test_windows();
     test_formulas();
     test_run();
+    test_reference();
     return test_summary("test_perplexity");
 }
