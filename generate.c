@@ -70,6 +70,7 @@ const char *stop_reason_text(StopReason r) {
         [STOP_NONE] = "not stopped",          [STOP_EOS] = "an end token",
         [STOP_STRING] = "a stop string",      [STOP_LENGTH] = "the length limit",
         [STOP_CONTEXT_FULL] = "a full context", [STOP_INTERRUPTED] = "an interruption",
+        [STOP_GRAMMAR] = "the grammar's end",
     };
     return texts[r];
 }
@@ -90,6 +91,7 @@ void sequence_free(Sequence *s) {
     kv_cache_free(&s->cache);
     token_ids_free(&s->tokens);
     free(s->raw_logits);
+    free(s->grammar_mask);
     for (int i = 0; i < s->n_stops; i++) free(s->stops[i]);
     decode_stream_free(&s->stream);
     free(s->held);
@@ -101,6 +103,15 @@ void sequence_set_stops(Sequence *s, const char *const *stops, int n) {
     for (int i = 0; i < s->n_stops; i++) free(s->stops[i]);
     s->n_stops = n < MAX_STOP_STRINGS ? n : MAX_STOP_STRINGS;
     for (int i = 0; i < s->n_stops; i++) s->stops[i] = xstrdup(stops[i]);
+}
+
+void sequence_set_grammar(Sequence *s, Grammar *g, const GrammarVocab *v) {
+    free(s->grammar_mask);
+    s->grammar = g;
+    s->grammar_vocab = v;
+    s->grammar_mask = g ? xcalloc(grammar_mask_words(v), sizeof *s->grammar_mask) : NULL;
+    s->grammar_state = g ? grammar_start(g) : -1;
+    sampler_set_mask(s->sampler, s->grammar_mask);
 }
 
 int sequence_start(Sequence *s, const int *prompt, int n) {
@@ -116,6 +127,7 @@ int sequence_start(Sequence *s, const int *prompt, int n) {
     for (int i = 0; i < n; i++) token_ids_push(&s->tokens, prompt[i]);
     s->reply_start = n;
     s->n_held = 0;
+    if (s->grammar) s->grammar_state = grammar_start(s->grammar);
     decode_stream_free(&s->stream);
     decode_stream_init(&s->stream, s->tokenizer);
     return keep;
@@ -242,11 +254,20 @@ Step sequence_step(Sequence *s, float *logits) {
         memcpy(s->raw_logits, logits, (size_t)vocab * sizeof(float));
     }
     int n_generated = sequence_generated(s);
-    step.id = sampler_sample(s->sampler, logits, s->tokens.ids, s->tokens.n, (size_t)n_generated);
-    if (s->logprobs >= 0) fill_logprobs(s, &step);
+    /* Under a grammar, the tokens it allows; none left (its parse outgrew a
+     * bound) ends the reply. */
+    bool grammar_stuck = s->grammar && grammar_fill_mask(s->grammar, s->grammar_vocab, s->grammar_state, s->grammar_mask) == 0;
+    if (!grammar_stuck) {
+        step.id = sampler_sample(s->sampler, logits, s->tokens.ids, s->tokens.n, (size_t)n_generated);
+        if (s->logprobs >= 0) fill_logprobs(s, &step);
+        if (s->grammar) s->grammar_state = grammar_accept_token(s->grammar, s->grammar_vocab, s->grammar_state, step.id);
+    }
 
     /* An end token ends the reply unseen; any other joins the sequence. */
-    if (is_eos(&s->config, step.id)) {
+    if (grammar_stuck) {
+        step.id = -1;
+        step.stop = STOP_GRAMMAR;
+    } else if (is_eos(&s->config, step.id)) {
         step.stop = STOP_EOS;
     } else {
         token_ids_push(&s->tokens, step.id);
@@ -254,7 +275,8 @@ Step sequence_step(Sequence *s, float *logits) {
         size_t len;
         const char *text = decode_stream_push(&s->stream, step.id, &len);
         hold(s, text, len);
-        if ((int)s->tokens.n == s->cache.capacity) step.stop = STOP_CONTEXT_FULL;
+        if (s->grammar && grammar_finished(s->grammar, s->grammar_state)) step.stop = STOP_GRAMMAR;
+        else if ((int)s->tokens.n == s->cache.capacity) step.stop = STOP_CONTEXT_FULL;
         else if (s->config.max_new >= 0 && n_generated + 1 >= s->config.max_new) step.stop = STOP_LENGTH;
     }
 

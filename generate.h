@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "grammar.h"
 #include "net.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -43,10 +44,12 @@ typedef enum {
     STOP_LENGTH,               /* max_new tokens */
     STOP_CONTEXT_FULL,         /* the KV cache is full */
     STOP_INTERRUPTED,          /* the caller stopped it (set by the caller) */
+    STOP_GRAMMAR,              /* the grammar is complete and allows nothing more
+                                  (or its parse outgrew a bound: grammar_error) */
 } StopReason;
 
 /* "an end token", "a stop string", "the length limit", "a full context",
- * "an interruption". */
+ * "an interruption", "the grammar's end". */
 const char *stop_reason_text(StopReason r);
 
 enum { MAX_STOP_STRINGS = 4, MAX_TOP_LOGPROBS = 20 };
@@ -80,6 +83,10 @@ typedef struct {
     float *raw_logits;         /* [vocab_size] a copy of the step's logits, for logprobs */
     char *stops[MAX_STOP_STRINGS];
     int n_stops;
+    Grammar *grammar;          /* constrained decoding (the caller's), or NULL */
+    const GrammarVocab *grammar_vocab;
+    GrammarState grammar_state;  /* the reply's parse so far */
+    uint64_t *grammar_mask;    /* the step's allowed tokens, for the sampler */
     DecodeStream stream;
     char *held;                /* decoded text not given out yet: it may begin a stop string */
     size_t n_held, held_cap;
@@ -99,6 +106,11 @@ void sequence_free(Sequence *s);
 /* Stop strings for the next replies (at most MAX_STOP_STRINGS, non-empty):
  * the text stops before the first place one of them appears. */
 void sequence_set_stops(Sequence *s, const char *const *stops, int n);
+
+/* Constrains the next replies to sentences of g (each reply parsed from
+ * g's start; the end tokens of v end a reply only where g is complete);
+ * NULL removes it. g and v stay the caller's, and must outlive the use. */
+void sequence_set_grammar(Sequence *s, Grammar *g, const GrammarVocab *v);
 
 /* Starts a reply after prompt[0..n): the whole sequence so far (a chat's
  * whole conversation). The cached tokens that prompt begins with are kept;

@@ -635,6 +635,8 @@ typedef struct {
     int *next;         /* [n_classes] the state after a byte of each class: -2 unknown, -1 none */
     uint64_t *mask;    /* the cached token mask, or NULL */
     size_t mask_count; /* tokens it allows */
+    bool loops_known;  /* whether loops holds: */
+    ByteSet loops;     /* the bytes that lead from this state back to itself */
 } State;
 
 enum { UNKNOWN = -2, GRAMMAR_MAX_STATES = 1 << 18, GRAMMAR_MAX_NODES = 1 << 22 };
@@ -1077,13 +1079,21 @@ bool grammar_matches(Grammar *g, const char *text, size_t n) { return grammar_co
 
 /* ---- the vocabulary trie and masks ---- */
 
-/* Trie nodes in depth-first order: a node's subtree is [its index, end). */
+/* Trie nodes in depth-first order: a node's subtree is [its index, end),
+ * and the tokens of the subtree are ids[below_first[index] .. below_first[end]). */
 typedef struct {
     unsigned char byte;
     uint16_t depth;   /* bytes from the root (>= 1) */
     int end;          /* the index after its subtree */
     int first, n;     /* the tokens whose bytes end here: ids[first .. first + n) */
+    int below;        /* the bytes of the nodes under it: below[this], for a big
+                         subtree (see SUMMARY_MIN_NODES); -1 for none */
 } TrieNode;
+
+/* Subtrees of at least this many nodes keep the set of their bytes, so that a
+ * state that every one of those bytes leads back to can take the whole
+ * subtree at once (inside a JSON string, most of the vocabulary). */
+enum { SUMMARY_MIN_NODES = 8 };
 
 enum { TOKEN_MAX_BYTES = 4096 };
 
@@ -1093,6 +1103,8 @@ struct GrammarVocab {
     TrieNode *nodes;
     int n_nodes;
     int *ids;          /* token ids sorted by their bytes */
+    int *below_first;  /* [n_nodes + 1] see TrieNode */
+    ByteSet *below;    /* the byte sets of the big subtrees */
     int max_depth;
     char *bytes;       /* token id's bytes: bytes[start[id] .. start[id + 1]) */
     size_t *start;
@@ -1111,6 +1123,28 @@ static int compare_token_bytes(const void *a, const void *b) {
     if (c) return c;
     if (nx != ny) return nx < ny ? -1 : 1;
     return (x > y) - (x < y);
+}
+
+/* The first token of each subtree, and the byte sets of the big ones. */
+static void summarize_subtrees(GrammarVocab *v, int n_ids) {
+    v->below_first = xmalloc(((size_t)v->n_nodes + 1) * sizeof *v->below_first);
+    int tokens = 0, n_big = 0;
+    for (int i = 0; i < v->n_nodes; i++) {
+        v->below_first[i] = tokens;
+        tokens += v->nodes[i].n;
+        n_big += v->nodes[i].end - i >= SUMMARY_MIN_NODES;
+    }
+    v->below_first[v->n_nodes] = n_ids;
+    v->below = xcalloc((size_t)n_big + 1, sizeof *v->below);
+    int k = 0;
+    for (int i = 0; i < v->n_nodes; i++) {
+        TrieNode *t = &v->nodes[i];
+        t->below = -1;
+        if (t->end - i < SUMMARY_MIN_NODES) continue;
+        t->below = k;
+        for (int j = i + 1; j < t->end; j++) set_add_range(&v->below[k], v->nodes[j].byte, v->nodes[j].byte);
+        k++;
+    }
 }
 
 GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *end_ids, int n_end) {
@@ -1166,7 +1200,7 @@ GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *e
         while ((size_t)depth > common) v->nodes[open[--depth]].end = v->n_nodes;
         for (size_t k = common; k < len; k++) {
             if ((size_t)v->n_nodes == cap) v->nodes = xrealloc(v->nodes, cap *= 2, sizeof *v->nodes);
-            v->nodes[v->n_nodes] = (TrieNode){(unsigned char)b[k], (uint16_t)(k + 1), 0, i, 0};
+            v->nodes[v->n_nodes] = (TrieNode){(unsigned char)b[k], (uint16_t)(k + 1), 0, i, 0, -1};
             open[depth++] = v->n_nodes++;
         }
         TrieNode *last = &v->nodes[open[depth - 1]];
@@ -1178,12 +1212,15 @@ GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *e
     }
     while (depth > 0) v->nodes[open[--depth]].end = v->n_nodes;
     free(open);
+    summarize_subtrees(v, n_ids);
     return v;
 }
 
 void grammar_vocab_free(GrammarVocab *v) {
     if (!v) return;
     free(v->nodes);
+    free(v->below_first);
+    free(v->below);
     free(v->ids);
     free(v->bytes);
     free(v->start);
@@ -1204,8 +1241,27 @@ static void drop_masks(Grammar *g) {
     g->mask_bytes = 0;
 }
 
+/* The bytes that lead from state s back to s. */
+static const ByteSet *loop_bytes(Grammar *g, int s) {
+    if (!g->states[s].loops_known) {
+        ByteSet loops = {{0}};
+        for (int b = 0; b < 256; b++)
+            if (step(g, s, b) == s) set_add_range(&loops, b, b);
+        g->states[s].loops = loops;
+        g->states[s].loops_known = true;
+    }
+    return &g->states[s].loops;
+}
+
+static bool set_within(const ByteSet *a, const ByteSet *b) {
+    for (int i = 0; i < 4; i++)
+        if (a->bits[i] & ~b->bits[i]) return false;
+    return true;
+}
+
 /* Walks the trie from state s: a node whose byte no parse takes is skipped
- * with its whole subtree. */
+ * with its whole subtree, and a subtree whose bytes all lead back to the
+ * node's state is taken whole. */
 static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask) {
     size_t count = 0;
     int stack[TOKEN_MAX_BYTES + 1];
@@ -1214,6 +1270,15 @@ static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask
         const TrieNode *t = &v->nodes[i];
         int to = step(g, stack[t->depth - 1], t->byte);
         if (to < 0) {
+            i = t->end;
+            continue;
+        }
+        if (t->below >= 0 && set_within(&v->below[t->below], loop_bytes(g, to))) {
+            for (int k = v->below_first[i]; k < v->below_first[t->end]; k++) {
+                int id = v->ids[k];
+                mask[id >> 6] |= 1ull << (id & 63);
+            }
+            count += (size_t)(v->below_first[t->end] - v->below_first[i]);
             i = t->end;
             continue;
         }

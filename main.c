@@ -27,6 +27,7 @@
 #include "report.h"
 #include "safetensors.h"
 #include "sampler.h"
+#include "schema.h"
 #include "server.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -810,6 +811,7 @@ typedef struct {
     long long top_k, seed, max_new;
     int verbose;               /* -v: a line per token; -vv: and each layer's statistics */
     const char *report;        /* --report FILE.html, or NULL */
+    const char *grammar, *grammar_file, *json_schema, *json_schema_file;  /* constraints, or NULL */
 } GenerationFlags;
 
 static const GenerationFlags no_generation_flags = {
@@ -846,7 +848,14 @@ static const char *inside_flags_help =
     "                       -vv also each layer's statistics for the token\n"
     "  --report FILE.html   write a page showing the run from inside: tokens and\n"
     "                       each sampling stage, attention maps, the logit lens,\n"
-    "                       residual-stream statistics (slower: extra work per layer)\n";
+    "                       residual-stream statistics (slower: extra work per layer)\n"
+    "  --grammar GBNF       constrain the output to the grammar (llama.cpp's GBNF,\n"
+    "                       start rule 'root'); the reply ends where it is complete\n"
+    "  --grammar-file FILE  the same, the grammar read from FILE\n"
+    "  -j, --json-schema JSON\n"
+    "                       constrain the output to JSON valid under the JSON Schema\n"
+    "  --json-schema-file FILE\n"
+    "                       the same, the schema read from FILE\n";
 
 /* Consumes the current argument (and its value) if it is a generation flag. */
 static bool generation_flag(Args *a, GenerationFlags *f) {
@@ -869,6 +878,10 @@ static bool generation_flag(Args *a, GenerationFlags *f) {
     else if (is_flag(a, "-v")) no_value(a), f->verbose = 1;
     else if (is_flag(a, "-vv")) no_value(a), f->verbose = 2;
     else if (is_flag(a, "--report")) f->report = flag_value(a);
+    else if (is_flag(a, "--grammar")) f->grammar = flag_value(a);
+    else if (is_flag(a, "--grammar-file")) f->grammar_file = flag_value(a);
+    else if (is_flag(a, "-j|--json-schema")) f->json_schema = flag_value(a);
+    else if (is_flag(a, "--json-schema-file")) f->json_schema_file = flag_value(a);
     else return false;
     return true;
 }
@@ -894,6 +907,49 @@ static void check_generation_flags(const Args *a, const GenerationFlags *f) {
     apply_generation_flags(&g, f);
     Error e;
     if (sampler_check_config(&g.sampling, &e) != 0) usage_error(a, "%s", e.msg);
+}
+
+/* The grammar the flags ask for, compiled, or NULL for none. A bad grammar
+ * or schema given on the command line is a usage error; one in a file, a
+ * runtime error naming the file. */
+static Grammar *grammar_from_flags(const Args *a, const GenerationFlags *f) {
+    int given = (f->grammar != NULL) + (f->grammar_file != NULL) + (f->json_schema != NULL) + (f->json_schema_file != NULL);
+    if (given == 0) return NULL;
+    if (given > 1) usage_error(a, "give one of --grammar, --grammar-file, --json-schema and --json-schema-file");
+    const char *file = f->grammar_file ? f->grammar_file : f->json_schema_file;
+    bool schema = f->json_schema || f->json_schema_file;
+    const char *flag = f->grammar ? "--grammar" : f->grammar_file ? "--grammar-file" : f->json_schema ? "--json-schema" : "--json-schema-file";
+    char *text;
+    size_t len;
+    Error e;
+    if (file) {
+        if (read_file(file, &text, &len, &e) != 0) die("%s: %s", flag, e.msg);
+    } else {
+        text = xstrdup(f->grammar ? f->grammar : f->json_schema);
+        len = strlen(text);
+    }
+    char *gbnf = text;
+    size_t gbnf_len = len;
+    if (schema) {
+        gbnf = schema_to_gbnf(text, len, &e);
+        gbnf_len = gbnf ? strlen(gbnf) : 0;
+    }
+    Grammar *g = gbnf ? grammar_new(gbnf, gbnf_len, &e) : NULL;
+    if (gbnf != text) free(gbnf);
+    free(text);
+    if (!g && file) die("%s %s: %s", flag, file, e.msg);
+    if (!g) usage_error(a, "%s: %s", flag, e.msg);
+    return g;
+}
+
+/* Puts grammar g (when not NULL) on seq, over the model's vocabulary, the
+ * end tokens ending a reply only where g is complete. Returns the
+ * vocabulary to free after the sequence. */
+static GrammarVocab *constrain(Sequence *seq, Grammar *g, const Tokenizer *t, const Model *m, const GenerationConfig *c) {
+    if (!g) return NULL;
+    GrammarVocab *v = grammar_vocab_new(t, m->config.vocab_size, c->eos_ids, c->n_eos);
+    sequence_set_grammar(seq, g, v);
+    return v;
 }
 
 /* The checkpoint's generation settings with the flags on top. */
@@ -1144,6 +1200,7 @@ static int cmd_gen(Args *a) {
     if (!path) usage_error(a, "MODEL is missing");
     if (prompt && file) usage_error(a, "give the prompt or -f FILE, not both");
     check_generation_flags(a, &flags);
+    Grammar *grammar = grammar_from_flags(a, &flags);
     size_t len;
     char *text;
     if (file) {
@@ -1172,6 +1229,7 @@ static int cmd_gen(Args *a) {
 
     Sequence seq;
     sequence_init(&seq, &m, tokenizer, &g, m.max_context);
+    GrammarVocab *vocab = constrain(&seq, grammar, tokenizer, &m, &g);
     sequence_start(&seq, ids.ids, (int)ids.n);
     catch_interrupt();
     Watch watch;
@@ -1180,12 +1238,15 @@ static int cmd_gen(Args *a) {
     StopReason stop = generate(&seq, &o, NULL, NULL);
     putchar('\n');
     fflush(stdout);
+    if (grammar && grammar_error(grammar)) warn("the grammar stopped the output: %s", grammar_error(grammar));
     print_stats(&seq, stop);
     char sampling[512];
     ReportRun run = generation_run("gen", path, &seq, load_seconds, sampling, sizeof sampling);
     watch_end(&watch, &m, flags.report, &run, seq.tokens.ids, (int)seq.tokens.n);
     token_ids_free(&ids);
     sequence_free(&seq);
+    grammar_vocab_free(vocab);
+    grammar_free(grammar);
     model_free(&m);
     tokenizer_free(tokenizer);
     return stop == STOP_INTERRUPTED ? 130 : 0;
@@ -1266,6 +1327,7 @@ static int cmd_chat(Args *a) {
     }
     if (!path) usage_error(a, "MODEL is missing");
     check_generation_flags(a, &flags);
+    Grammar *grammar = grammar_from_flags(a, &flags);
 
     Model m;
     double t0 = now_seconds();
@@ -1277,6 +1339,7 @@ static int cmd_chat(Args *a) {
     if (chat_init(&chat, path, tokenizer, system, thinking, &e) != 0) die("%s", e.msg);
     Sequence seq;
     sequence_init(&seq, &m, tokenizer, &g, m.max_context);
+    GrammarVocab *vocab = constrain(&seq, grammar, tokenizer, &m, &g);
 
     bool interactive = isatty(STDIN_FILENO), colour = interactive && use_colour();
     const char *prompt = colour ? "\033[1;32m> \033[0m" : "> ", *more = colour ? "\033[1;32m. \033[0m" : ". ";
@@ -1345,6 +1408,7 @@ static int cmd_chat(Args *a) {
         chat_add(&chat, "assistant", reply ? reply : "");
         free(reply);
         if (stop == STOP_CONTEXT_FULL) fprintf(stderr, "(the context is full: the reply was cut)\n");
+        if (grammar && grammar_error(grammar)) fprintf(stderr, "(the grammar stopped the reply: %s)\n", grammar_error(grammar));
     }
     if (interactive) {
         putchar('\n');
@@ -1355,6 +1419,8 @@ static int cmd_chat(Args *a) {
     watch_end(&watch, &m, flags.report, &run, seq.tokens.ids, (int)seq.tokens.n);
     chat_free(&chat);
     sequence_free(&seq);
+    grammar_vocab_free(vocab);
+    grammar_free(grammar);
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;

@@ -41,6 +41,7 @@ struct Sampler {
     unsigned char *penalized;      /* [vocab_size] 1 for ids already penalised this step */
     int *counts;                   /* [vocab_size] times each id was generated (presence/frequency) */
     SamplerTrace *trace;           /* filled at each step when not NULL */
+    const uint64_t *mask;          /* [vocab_size bits] the tokens allowed, or NULL: all */
     float *stage_logits;           /* [SAMPLER_MAX_STAGES][vocab_size] with a trace: each stage's
                                       logits (-inf for tokens out of the running), for chosen_prob */
     double stage_max[SAMPLER_MAX_STAGES], stage_sum[SAMPLER_MAX_STAGES];  /* their max and sum of exp(x - max) */
@@ -370,6 +371,14 @@ static void record_choice(Sampler *s, int id) {
 
 /* ---- the steps together ---- */
 
+void sampler_set_mask(Sampler *s, const uint64_t *mask) { s->mask = mask; }
+
+/* Rules out the tokens the mask does not allow. */
+static void apply_mask(const Sampler *s, float *logits) {
+    for (int i = 0; i < s->vocab_size; i++)
+        if (!(s->mask[i >> 6] >> (i & 63) & 1)) logits[i] = -INFINITY;
+}
+
 size_t sampler_candidates(Sampler *s, float *logits, const int *context, size_t n_context, size_t n_generated,
                           const SamplerCandidate **out) {
     const SamplerConfig *cfg = &s->cfg;
@@ -378,6 +387,7 @@ size_t sampler_candidates(Sampler *s, float *logits, const int *context, size_t 
     *out = c;
     if (s->trace) s->trace->n_stages = 0;
     record_stage(s, "model", logits, NULL, vocab);
+    if (s->mask) apply_mask(s, logits);
 
     /* The penalties are logits processors: HF applies them before greedy too. */
     apply_repetition_penalty(s, logits, context, n_context);

@@ -95,6 +95,13 @@ typedef struct {
  * softmax and a copy of the logits per stage); NULL stops it. */
 void sampler_set_trace(Sampler *s, SamplerTrace *trace);
 
+/* Constrained decoding's hook: with a mask, only the tokens whose bit is
+ * set (mask[id / 64] >> (id % 64) & 1) can be chosen; every other logit is
+ * made -inf before the penalties and filters. The mask is read by each
+ * later sampler_sample / sampler_candidates and must stay valid until
+ * removed (NULL). It must allow at least one token. */
+void sampler_set_mask(Sampler *s, const uint64_t *mask);
+
 /* Checks every setting's range; on a bad one returns -1 with e.g.
  * "top-p must be in (0, 1] (1 = off), got 1.5" in e. */
 int sampler_check_config(const SamplerConfig *cfg, Error *e);

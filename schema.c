@@ -118,33 +118,52 @@ static void put_json_string(Text *t, const char *s, size_t n) {
     put(t, "\\\"");
 }
 
-/* Writes value v as one compact JSON text, as GBNF literal characters. */
+/* Writes x as a GBNF literal the way Python's repr writes it: the fewest
+ * digits that read back as x, and ".0" on a whole number. */
+static void put_double(Text *t, double x) {
+    char s[40];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(s, sizeof s, "%.*g", digits, x);
+        if (strtod(s, NULL) == x) break;
+    }
+    put(t, "\"%s%s\"", s, strpbrk(s, ".e") ? "" : ".0");
+}
+
+/* Writes value v as GBNF: its JSON text, with room for whitespace between
+ * the tokens of an array or object. */
 static void put_json_value(Text *t, const JsonValue *v) {
     switch (v->type) {
-    case JSON_NULL: put(t, "null"); break;
-    case JSON_BOOL: put(t, v->boolean ? "true" : "false"); break;
+    case JSON_NULL: put(t, "\"null\""); break;
+    case JSON_BOOL: put(t, v->boolean ? "\"true\"" : "\"false\""); break;
     case JSON_NUMBER:
-        if (v->number.is_integer) put(t, "%lld", (long long)v->number.integer);
-        else put(t, "%.17g", v->number.value);
+        if (v->number.is_integer) put(t, "\"%lld\"", (long long)v->number.integer);
+        else put_double(t, v->number.value);
         break;
-    case JSON_STRING: put_json_string(t, v->string, v->len); break;
+    case JSON_STRING:
+        put(t, "\"");
+        put_json_string(t, v->string, v->len);
+        put(t, "\"");
+        break;
     case JSON_ARRAY:
-        put(t, "[");
+        put(t, "\"[\" ws ");
         for (size_t i = 0; i < v->len; i++) {
-            if (i) put(t, ",");
+            if (i) put(t, "\",\" ws ");
             put_json_value(t, &v->items[i]);
+            put(t, " ws ");
         }
-        put(t, "]");
+        put(t, "\"]\"");
         break;
     case JSON_OBJECT:
-        put(t, "{");
+        put(t, "\"{\" ws ");
         for (size_t i = 0; i < v->len; i++) {
-            if (i) put(t, ",");
+            if (i) put(t, "\",\" ws ");
+            put(t, "\"");
             put_json_string(t, v->members[i].key, v->members[i].key_len);
-            put(t, ":");
+            put(t, "\" ws \":\" ws ");
             put_json_value(t, &v->members[i].value);
+            put(t, " ws ");
         }
-        put(t, "}");
+        put(t, "\"}\"");
         break;
     }
 }
@@ -1010,9 +1029,8 @@ static int gen_body(Gen *g, const JsonValue *s, Text *body) {
             /* With a type beside it, only the values of that type. */
             if (!(allowed & value_type_bit(v)) || (integer_only && !(v->type == JSON_NUMBER && v->number.value == floor(v->number.value))))
                 continue;
-            put(body, "%s\"", written++ ? " | " : "");
+            put(body, "%s", written++ ? " | " : "");
             put_json_value(body, v);
-            put(body, "\"");
         }
         put(body, ")");
         if (written == 0) return gen_fail(g, "no value of the %s has the type given", c ? "const" : "enum");

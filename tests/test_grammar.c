@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "../grammar.h"
+#include "../json.h"
+#include "../schema.h"
 #include "test.h"
 
 static Grammar *compile(const char *text) {
@@ -248,6 +250,113 @@ static void test_masks(void) {
     tokenizer_free(t);
 }
 
+/* ---- JSON Schema ---- */
+
+static Grammar *from_schema(const char *schema, size_t len, Error *e) {
+    char *gbnf = schema_to_gbnf(schema, len, e);
+    Grammar *g = gbnf ? grammar_new(gbnf, strlen(gbnf), e) : NULL;
+    free(gbnf);
+    return g;
+}
+
+/* The cases of scripts/make_schema_cases.py: a text the grammar accepts must
+ * be valid by python's jsonschema; a valid one in the grammar's own form
+ * ("canonical") must be accepted. */
+static void test_schema_cases(void) {
+    unsigned long len;
+    char *text = test_data("schema_cases.json", &len);
+    JsonDoc doc;
+    Error e;
+    if (json_parse(&doc, text, len, &e) != 0) {
+        CHECK(false, "schema_cases.json parses (%s)", e.msg);
+        free(text);
+        return;
+    }
+    for (size_t i = 0; i < doc.root.len; i++) {
+        const JsonValue *entry = &doc.root.items[i], *schema = json_get(entry, "schema"), *cases = json_get(entry, "cases");
+        Grammar *g = from_schema(schema->string, schema->len, &e);
+        CHECK(g != NULL, "schema %s converts (%s)", schema->string, g ? "" : e.msg);
+        if (!g) continue;
+        int unsound = 0, missed = 0, accepted = 0;
+        for (size_t k = 0; k < cases->len; k++) {
+            const JsonValue *c = &cases->items[k], *t = json_get(c, "text");
+            bool valid = json_get(c, "valid")->boolean, canonical = json_get(c, "canonical")->boolean;
+            bool ok = grammar_matches(g, t->string, t->len);
+            accepted += ok;
+            if (ok && !valid && unsound++ == 0) CHECK(false, "schema %s: accepts the invalid %s", schema->string, t->string);
+            if (!ok && valid && canonical && missed++ == 0) CHECK(false, "schema %s: refuses the valid %s", schema->string, t->string);
+        }
+        CHECK(unsound == 0 && missed == 0 && grammar_error(g) == NULL, "schema %s: %zu texts, %d accepted, %d invalid accepted, %d valid refused",
+              schema->string, cases->len, accepted, unsound, missed);
+        grammar_free(g);
+    }
+    json_free(&doc);
+    free(text);
+}
+
+/* A schema the converter does not support is refused, naming what. */
+static void refuse_schema(const char *schema, const char *want) {
+    Error e = {{0}};
+    char *gbnf = schema_to_gbnf(schema, strlen(schema), &e);
+    CHECK(gbnf == NULL && strstr(e.msg, want) && !strchr(e.msg, '\n'), "schema %s refused with '%s' (got '%s')", schema, want, e.msg);
+    free(gbnf);
+}
+
+static void test_schema_refusals(void) {
+    refuse_schema("{\"type\": \"string\", \"format\": \"email\"}", "format 'email' is not supported");
+    refuse_schema("{\"type\": \"integer\", \"multipleOf\": 3}", "keyword 'multipleOf' is not supported");
+    refuse_schema("{\"properties\": {\"a\": {\"patternProperties\": {}}}}", "schema at /properties/a: keyword 'patternProperties'");
+    refuse_schema("{\"type\": \"array\", \"uniqueItems\": true}", "uniqueItems");
+    refuse_schema("{\"type\": \"number\", \"minimum\": 0.5}", "inclusive integer bound");
+    refuse_schema("{\"oneOf\": [{\"type\": \"integer\"}, {\"type\": \"number\"}]}", "oneOf whose branches");
+    refuse_schema("{\"$ref\": \"#/$defs/missing\"}", "names no definition");
+    refuse_schema("{\"$ref\": \"http://example.com/s.json\"}", "not supported");
+    refuse_schema("{\"allOf\": [{}, {}]}", "allOf");
+    refuse_schema("{\"type\": \"string\", \"pattern\": \"(?=a)\"}", "lookarounds");
+    refuse_schema("{\"type\": \"string\", \"pattern\": \"a\\\\1\"}", "back-reference");
+    refuse_schema("{\"type\": \"string\", \"pattern\": \"a^b\"}", "anchors");
+    refuse_schema("{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 4}", "no integer lies between");
+    refuse_schema("{\"type\": \"unknown\"}", "unknown type 'unknown'");
+    refuse_schema("false", "allows no value");
+    refuse_schema("{\"type\": \"object\", \"required\": [\"x\"], \"additionalProperties\": false}", "required property 'x'");
+    refuse_schema("{\"type\": [\"string\", \"integer\"], \"enum\": [true]}", "no value of the enum");
+    refuse_schema("{\"type\": ", "the schema is not JSON");
+    /* Deep nesting is bounded. */
+    char deep[2000] = "";
+    for (int i = 0; i < 80; i++) strcat(deep, "{\"items\":");
+    strcat(deep, "{}");
+    for (int i = 0; i < 80; i++) strcat(deep, "}");
+    refuse_schema(deep, "nest deeper");
+    /* A recursive schema is fine: the rule refers to itself. */
+    Error e;
+    const char *tree = "{\"type\": \"object\", \"properties\": {\"kids\": {\"type\": \"array\", \"items\": {\"$ref\": \"#\"}}}}";
+    Grammar *g = from_schema(tree, strlen(tree), &e);
+    CHECK(g != NULL, "a recursive schema converts (%s)", g ? "" : e.msg);
+    if (g) {
+        const char *t = "{\"kids\": [{}, {\"kids\": [{\"kids\": []}]}]}";
+        CHECK(grammar_matches(g, t, strlen(t)), "and accepts a tree");
+        grammar_free(g);
+    }
+}
+
+/* Whitespace between tokens is bounded: a run of SCHEMA_MAX_SPACE is
+ * accepted, one longer is not. */
+static void test_schema_whitespace(void) {
+    Error e;
+    const char *schema = "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}}}";
+    Grammar *g = from_schema(schema, strlen(schema), &e);
+    CHECK(g != NULL, "converts (%s)", g ? "" : e.msg);
+    if (!g) return;
+    char text[128];
+    snprintf(text, sizeof text, "{%*s\"a\":1}", SCHEMA_MAX_SPACE, "");
+    CHECK(grammar_matches(g, text, strlen(text)), "%d spaces after '{'", SCHEMA_MAX_SPACE);
+    snprintf(text, sizeof text, "{%*s\"a\":1}", SCHEMA_MAX_SPACE + 1, "");
+    CHECK(!grammar_matches(g, text, strlen(text)), "%d spaces after '{': refused", SCHEMA_MAX_SPACE + 1);
+    GrammarState s = grammar_advance(g, grammar_start(g), "{\"a\": 1}", 8);
+    CHECK(grammar_finished(g, s), "nothing after the closing brace");
+    grammar_free(g);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     test_init(argv[0]);
@@ -255,5 +364,8 @@ int main(int argc, char **argv) {
     test_errors();
     test_corpus();
     test_masks();
+    test_schema_cases();
+    test_schema_refusals();
+    test_schema_whitespace();
     return test_summary("test_grammar");
 }

@@ -767,8 +767,50 @@ static void test_frequencies(void) {
     check_frequencies("top-k 8, top-p 0.9, 6 degrees of freedom", &cfg, w, 10, filtered, 22.46);
 }
 
+/* The mask: a token it leaves out is never chosen, greedy or drawn, and
+ * the ones it keeps share the probability as a softmax over them alone. */
+static void test_mask(void) {
+    SamplerConfig cfg = config(0, 0, 1, 0, 1);
+    Error e;
+    Sampler *s = sampler_new(&cfg, 70, &e);
+    uint64_t mask[2] = {1u << 3 | 1u << 5, 1u << 2};  /* ids 3, 5 and 66 */
+    float logits[70];
+    for (int i = 0; i < 70; i++) logits[i] = (float)i / 10;
+    sampler_set_mask(s, mask);
+    CHECK(sampler_sample(s, logits, NULL, 0, 0) == 66, "greedy: the best allowed token (66, not 69)");
+    logits[66] = -1;
+    logits[5] = 0.5f;
+    CHECK(sampler_sample(s, logits, NULL, 0, 0) == 5, "greedy: the best allowed token (5)");
+    sampler_free(s);
+    cfg = config(1, 0, 1, 0, 1);
+    s = sampler_new(&cfg, 70, &e);
+    sampler_set_mask(s, mask);
+    for (int i = 0; i < 70; i++) logits[i] = 0;
+    const SamplerCandidate *c;
+    size_t n = sampler_candidates(s, logits, NULL, 0, 0, &c);
+    double allowed = 0, other = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (c[i].id == 3 || c[i].id == 5 || c[i].id == 66) allowed += c[i].prob;
+        else other += c[i].prob;
+    }
+    CHECK(fabs(allowed - 1) < 1e-6 && other == 0, "drawn: the allowed tokens hold all the probability (%g, %g)", allowed, other);
+    for (int k = 0; k < 200; k++) {
+        for (int i = 0; i < 70; i++) logits[i] = 0;
+        int id = sampler_sample(s, logits, NULL, 0, 0);
+        if (id != 3 && id != 5 && id != 66) {
+            CHECK(false, "drew %d, which the mask leaves out", id);
+            break;
+        }
+    }
+    sampler_set_mask(s, NULL);
+    for (int i = 0; i < 70; i++) logits[i] = i == 69 ? 100 : 0;
+    CHECK(sampler_sample(s, logits, NULL, 0, 0) == 69, "the mask removed: every token again");
+    sampler_free(s);
+}
+
 int main(void) {
     test_config();
+    test_mask();
     test_rng();
     test_greedy();
     test_repetition_penalty();
