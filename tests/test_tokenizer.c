@@ -114,6 +114,13 @@ static int check_golden_lines(Tokenizer *t, const char *name, char *data, bool i
         CHECK(same_bytes(back, len, decoded->string, decoded->len), "%s line %d decodes streamed to the golden text",
               name, n_lines);
         free(back);
+        const JsonValue *decoded_special = json_get(&doc.root, "decoded_with_special");
+        for (int streamed = 0; decoded_special && streamed < 2; streamed++) {
+            back = (streamed ? decode_streamed : decode)(t, want_special, n_want_special, &len);
+            CHECK(same_bytes(back, len, decoded_special->string, decoded_special->len),
+                  "%s line %d decodes with special tokens%s to the golden text", name, n_lines, streamed ? ", streamed," : "");
+            free(back);
+        }
         token_ids_free(&got);
         token_ids_free(&got_special);
         free(want);
@@ -164,6 +171,26 @@ static void test_sentencepiece_golden(Tokenizer *gemma3, Tokenizer *llama2) {
         CHECK(check_golden_lines(tokenizers[i], names[i], data, true, &n_with_nul) == 415, "%s: 415 lines", names[i]);
         CHECK(n_with_nul == 2, "%s: lines with U+0000: %d", names[i], n_with_nul);
         free(data);
+    }
+}
+
+/* The small SentencePiece-style tokenizers of scripts/make_sp_tokenizers.mjs,
+ * one for each part of the pipeline, against Hugging Face's goldens. */
+static void test_small_pipelines(void) {
+    const char *const names[] = {"llama2", "gemma3", "metaspace-first", "metaspace-always", "metaspace-never",
+                                 "split-removed", "split-isolated", "split-mergedwithprevious", "split-mergedwithnext",
+                                 "split-contiguous", "split-inverted", "split-regex"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "sp/%s.json", names[i]);
+        Tokenizer *t = load(file);
+        snprintf(file, sizeof file, "sp/%s.jsonl", names[i]);
+        unsigned long size;
+        char *data = test_data(file, &size);
+        int n_with_nul = 0;
+        CHECK(check_golden_lines(t, file, data, false, &n_with_nul) == 49, "%s: 49 lines", file);
+        free(data);
+        tokenizer_free(t);
     }
 }
 
@@ -930,6 +957,7 @@ int main(void) {
     test_golden(qwen25, qwen3, llama, gpt2);
     Tokenizer *gemma3 = load_npm("tokenizer-gemma3"), *llama2 = load_npm("tokenizer-llama2");
     test_sentencepiece_golden(gemma3, llama2);
+    test_small_pipelines();
     test_pipelines(qwen25, qwen3, llama, gpt2);
     CHECK(tokenizer_vocab_size(qwen3) == 151669 && tokenizer_find(qwen3, "<think>", 7) == 151667,
           "Qwen3's tokenizer has its 4 more added tokens");
