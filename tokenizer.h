@@ -119,7 +119,8 @@ typedef struct {
     size_t n_pending;
     TokenIds window;     /* with a decoder's steps: the ids decoded again at each push */
     size_t n_context;    /* the first of them, already given out, */
-    size_t prefix_len;   /* whose text is this long */
+    char *prefix;        /* whose text is prefix[0..prefix_len) */
+    size_t prefix_len;
     char *out;           /* the text the last call gave out */
     size_t out_cap;
 } DecodeStream;
