@@ -371,8 +371,8 @@ def config_cases(c, config):
     changed("config-kv-not-dividing", "num_attention_heads 2 is not a multiple of num_key_value_heads 4", num_key_value_heads=4)
     changed("config-odd-head-dim", "head_dim 3 is odd", head_dim=3)
     changed("config-heads-too-wide", "num_attention_heads x head_dim is too large", num_attention_heads=1024, head_dim=4096)
-    changed("config-model-type", 'model_type "mistral" is not supported (run implements qwen2, qwen3, qwen3_moe and llama)',
-            model_type="mistral")
+    changed("config-model-type", 'model_type "gemma2" is not supported (run implements qwen2, qwen3, qwen3_moe, llama, '
+            'mistral, gemma3_text and gemma3)', model_type="gemma2")
     changed("config-no-model-type", '"model_type" is missing', model_type=REMOVE)
     changed("config-llama3-scaling-qwen", "llama3 RoPE scaling in a model that is not llama",
             rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -381,7 +381,7 @@ def config_cases(c, config):
             rope_scaling={"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0,
                           "original_max_position_embeddings": 64})
     changed("config-gelu", '"hidden_act" must be "silu"', hidden_act="gelu")
-    changed("config-rope-scaling", 'RoPE scaling "yarn" is not supported (run implements none and llama3)',
+    changed("config-rope-scaling", 'RoPE scaling "yarn" is not supported (run implements none, linear and llama3)',
             rope_scaling={"type": "yarn", "factor": 4})
     changed("config-rope-scaling-number", '"rope_scaling" must be an object or null', rope_scaling=4)
     changed("config-sliding-window", "sliding-window attention", use_sliding_window=True)
