@@ -1091,6 +1091,7 @@ void decode_stream_init(DecodeStream *d, const Tokenizer *t) { *d = (DecodeStrea
 
 void decode_stream_free(DecodeStream *d) {
     free(d->out);
+    free(d->prefix);
     token_ids_free(&d->window);
     *d = (DecodeStream){0};
 }
@@ -1132,16 +1133,27 @@ static char *decode_steps(const Tokenizer *t, const int *ids, size_t n, size_t *
 
 /* Streaming with the decoder's steps, which may look at more than one token
  * (a run of <0xNN> tokens, the text's first space): the window holds the
- * ids of the text given out last (n_context of them, whose text is
- * prefix_len bytes) and those since. Each new id decodes the window again;
- * what lies beyond the prefix is given out unless it ends in U+FFFD (a
- * character whose bytes are still to come), and then becomes the context.
- * A window that waits for more than MAX_HELD ids gives out what it has. */
+ * ids of the text given out last (n_context of them, whose text is the
+ * prefix) and those since. Each new id decodes the window again; what lies
+ * beyond the prefix is given out unless it ends in U+FFFD (a character
+ * whose bytes are still to come), and those ids become the context. A
+ * window that waits for more than MAX_HELD ids gives out what it has. When
+ * the window's text no longer starts with the prefix (a run of byte tokens
+ * that was valid UTF-8 is not once more bytes join it), the context is
+ * dropped: the text given out then differs from tokenizer_decode's, which
+ * has U+FFFD for each byte of such a run. */
 enum { MAX_HELD = 16 };
 
 static const char *give_out(DecodeStream *d, bool all, size_t *len) {
     size_t n;
     char *text = decode_steps(d->tokenizer, d->window.ids, d->window.n, &n);
+    if (n < d->prefix_len || memcmp(text, d->prefix, d->prefix_len) != 0) {
+        memmove(d->window.ids, d->window.ids + d->n_context, (d->window.n - d->n_context) * sizeof *d->window.ids);
+        d->window.n -= d->n_context;
+        d->n_context = d->prefix_len = 0;
+        free(text);
+        text = decode_steps(d->tokenizer, d->window.ids, d->window.n, &n);
+    }
     bool incomplete = n >= 3 && memcmp(text + n - 3, "\xEF\xBF\xBD", 3) == 0;
     *len = 0;
     if (n > d->prefix_len && (all || !incomplete || d->window.n - d->n_context > MAX_HELD)) {
@@ -1153,7 +1165,9 @@ static const char *give_out(DecodeStream *d, bool all, size_t *len) {
         memmove(d->window.ids, d->window.ids + d->n_context, fresh * sizeof *d->window.ids);
         d->window.n = d->n_context = fresh;
         free(text);
-        text = decode_steps(d->tokenizer, d->window.ids, d->window.n, &d->prefix_len);
+        free(d->prefix);
+        d->prefix = decode_steps(d->tokenizer, d->window.ids, d->window.n, &d->prefix_len);
+        text = NULL;
     }
     free(text);
     if (d->out_cap == 0) d->out = xrealloc(d->out, d->out_cap = 1, 1);
@@ -1168,6 +1182,8 @@ static const char *steps_stream_push(DecodeStream *d, int id, size_t *len) {
 static const char *steps_stream_flush(DecodeStream *d, size_t *len) {
     give_out(d, true, len);
     d->window.n = d->n_context = d->prefix_len = 0;
+    free(d->prefix);
+    d->prefix = NULL;
     return d->out;
 }
 

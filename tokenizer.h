@@ -1,35 +1,38 @@
-/* tokenizer.h - byte-level BPE tokenizers (Qwen2, Qwen3, Llama 3, GPT-2
- * style), giving exactly the ids of Hugging Face's tokenizers library for the
- * same tokenizer.json.
+/* tokenizer.h - BPE tokenizers as Hugging Face's tokenizers library runs
+ * them, giving exactly its ids for the same tokenizer.json: byte-level BPE
+ * (Qwen2, Qwen3, Llama 3, GPT-2, SmolLM2) and SentencePiece-style BPE with
+ * byte fallback (Llama 2, TinyLlama, Mistral 7B, Gemma 3).
  *
- * Encoding runs Hugging Face's pipeline in its order:
- *   1. added tokens (<|im_end|>, ...) are split out of the raw text, longest
- *      match first (only when the mode says ENCODE_ADDED_TOKENS);
- *   2. the normalizer, if tokenizer.json has one: NFC (with Unicode 9.0's
- *      data, as Hugging Face does: see scripts/gen_unicode.py);
- *   3. the pre-tokenizer splits the text into pieces with the regex that
- *      tokenizer.json names (letters and numbers as Unicode 16.0 has them, as
- *      Hugging Face's regex engine): see SplitPattern;
- *   4. each piece's bytes become tokens by BPE, lowest merge rank first; with
- *      the option ignore_merges (Llama 3), a piece that is a vocabulary token
- *      is that one token even when no merges make it;
+ * Encoding runs Hugging Face's pipeline in its order, each part built from
+ * what tokenizer.json says, never from a model's name:
+ *   1. added tokens (<|im_end|>, <start_of_turn>, ...) are split out of the
+ *      raw text, longest match first (only when the mode says
+ *      ENCODE_ADDED_TOKENS); each stretch between them goes on alone;
+ *   2. the normalizer (normalizer.h): NFC, Replace, Prepend;
+ *   3. the pre-tokenizer (pretokenizer.h) cuts it into pieces: Split by a
+ *      string or a regex, Metaspace, ByteLevel;
+ *   4. BPE turns each piece into tokens, lowest merge rank first, starting
+ *      from its bytes (byte-level) or its characters, a character missing
+ *      from the vocabulary becoming its bytes' <0xNN> tokens (byte_fallback)
+ *      or the unk token; with ignore_merges (Llama 3), a piece that is a
+ *      vocabulary token is that one token even when no merges make it;
  *   5. the post-processor (only when the mode says ENCODE_ADD_SPECIAL) puts
- *      its special tokens around the ids: Llama 3's TemplateProcessing puts
- *      <|begin_of_text|> first, Qwen's adds nothing.
- * The pipeline is chosen from what tokenizer.json says, never from a model's
- * name; a tokenizer.json with anything else in it (not BPE, another
- * normalizer, pre-tokenizer or regex, another post-processor, ...) is refused
- * at load, with a message that names it, rather than tokenized wrongly.
+ *      its special tokens around the ids: TemplateProcessing's BOS and EOS
+ *      (Llama 3's <|begin_of_text|>, Gemma's <bos>); Qwen's adds nothing.
+ * A tokenizer.json with anything else in it (not BPE, another normalizer,
+ * pre-tokenizer or regex, another post-processor, ...) is refused at load,
+ * with a message that names it, rather than tokenized wrongly.
  *
- * Decoding maps ids back to bytes and reads them as UTF-8 the lossy way:
- * each ill-formed sequence becomes U+FFFD, as Hugging Face's decode does.
- * It is the tokenizers library's decode(ids, skip_special_tokens=False):
- * special tokens are kept, and nothing is cleaned up. Python's transformers
- * by default (and Llama 3's tokenizer_config.json asks for it) also applies
- * clean_up_tokenization_spaces, which this library leaves off: that removes
- * the space before "." "," "!" "?" and before the contractions "n't" "'m"
- * "'s" "'ve" "'re", and turns " ' " into "'", so that its text is no longer
- * the exact text the ids stand for (" !" would decode to "!"). */
+ * Decoding is the tokenizers library's decode(ids, skip_special_tokens=
+ * False): special tokens are kept. A byte-level tokenizer's ids become
+ * bytes read as UTF-8 the lossy way (each ill-formed sequence becomes
+ * U+FFFD); otherwise the decoder's steps (decoder.h) run on the tokens as
+ * spelled. Nothing is cleaned up: Python's transformers by default (and
+ * Llama 3's tokenizer_config.json asks for it) also applies
+ * clean_up_tokenization_spaces, which removes the space before "." "," "!"
+ * "?" and before the contractions "n't" "'m" "'s" "'ve" "'re", and turns
+ * " ' " into "'", so that its text is no longer the exact text the ids
+ * stand for (" !" would decode to "!"). */
 #ifndef TOKENIZER_H
 #define TOKENIZER_H
 
@@ -55,14 +58,17 @@ int tokenizer_vocab_size(const Tokenizer *t);
 int tokenizer_find(const Tokenizer *t, const char *content, size_t len);
 
 /* The bytes of token id (an added token's content, or the raw bytes a
- * vocabulary token stands for, which may be part of a UTF-8 character), or
- * NULL when no token has that id. Valid while t lives; not NUL-terminated. */
+ * vocabulary token stands for, which may be part of a UTF-8 character: a
+ * SentencePiece-style token as it reads mid-text, "▁the" as " the" and
+ * <0x41> as "A"), or NULL when no token has that id. Valid while t lives;
+ * not NUL-terminated. */
 const char *tokenizer_token(const Tokenizer *t, int id, size_t *len);
 
 /* The token as tokenizer.json spells it, as Hugging Face's
  * convert_ids_to_tokens shows it: a vocabulary token in the byte-level
- * alphabet ("Ġ" for a space, "Ċ" for a newline), an added token as its
- * content. A fresh string for the caller to free, or NULL for no token. */
+ * alphabet ("Ġ" for a space, "Ċ" for a newline) or SentencePiece's ("▁the",
+ * "<0x41>"), an added token as its content. A fresh string for the caller
+ * to free, or NULL for no token. */
 char *tokenizer_spelling(const Tokenizer *t, int id);
 
 /* A growable list of token ids. Start from {0}; free with token_ids_free. */
@@ -110,16 +116,20 @@ const PreTokenizer *tokenizer_pre_tokenizer(const Tokenizer *t);
 char *tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, size_t *len);
 
 /* Decoding one id at a time, for generation: the text is given out only in
- * whole UTF-8 characters, the start of a character being held back until its
- * other bytes come. All the pieces given out, then the flush, add up to
- * exactly tokenizer_decode() of all the ids. */
+ * whole UTF-8 characters, the start of a character (its first bytes, or
+ * <0xNN> tokens) being held back until its other bytes come. All the pieces
+ * given out, then the flush, add up to exactly tokenizer_decode() of all the
+ * ids; with a ByteFallback decoder, but for a run of <0xNN> tokens that is
+ * valid UTF-8 and no longer once more join it (decode has one U+FFFD per
+ * byte of such a run; the stream has given out its first characters). */
 typedef struct {
     const Tokenizer *tokenizer;
     char pending[4];     /* byte-level: the start of a character still waiting for bytes */
     size_t n_pending;
     TokenIds window;     /* with a decoder's steps: the ids decoded again at each push */
     size_t n_context;    /* the first of them, already given out, */
-    size_t prefix_len;   /* whose text is this long */
+    char *prefix;        /* whose text is prefix[0..prefix_len) */
+    size_t prefix_len;
     char *out;           /* the text the last call gave out */
     size_t out_cap;
 } DecodeStream;

@@ -114,6 +114,13 @@ static int check_golden_lines(Tokenizer *t, const char *name, char *data, bool i
         CHECK(same_bytes(back, len, decoded->string, decoded->len), "%s line %d decodes streamed to the golden text",
               name, n_lines);
         free(back);
+        const JsonValue *decoded_special = json_get(&doc.root, "decoded_with_special");
+        for (int streamed = 0; decoded_special && streamed < 2; streamed++) {
+            back = (streamed ? decode_streamed : decode)(t, want_special, n_want_special, &len);
+            CHECK(same_bytes(back, len, decoded_special->string, decoded_special->len),
+                  "%s line %d decodes with special tokens%s to the golden text", name, n_lines, streamed ? ", streamed," : "");
+            free(back);
+        }
         token_ids_free(&got);
         token_ids_free(&got_special);
         free(want);
@@ -164,6 +171,26 @@ static void test_sentencepiece_golden(Tokenizer *gemma3, Tokenizer *llama2) {
         CHECK(check_golden_lines(tokenizers[i], names[i], data, true, &n_with_nul) == 415, "%s: 415 lines", names[i]);
         CHECK(n_with_nul == 2, "%s: lines with U+0000: %d", names[i], n_with_nul);
         free(data);
+    }
+}
+
+/* The small SentencePiece-style tokenizers of scripts/make_sp_tokenizers.mjs,
+ * one for each part of the pipeline, against Hugging Face's goldens. */
+static void test_small_pipelines(void) {
+    const char *const names[] = {"llama2", "gemma3", "metaspace-first", "metaspace-always", "metaspace-never",
+                                 "split-removed", "split-isolated", "split-mergedwithprevious", "split-mergedwithnext",
+                                 "split-contiguous", "split-inverted", "split-regex"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "sp/%s.json", names[i]);
+        Tokenizer *t = load(file);
+        snprintf(file, sizeof file, "sp/%s.jsonl", names[i]);
+        unsigned long size;
+        char *data = test_data(file, &size);
+        int n_with_nul = 0;
+        CHECK(check_golden_lines(t, file, data, false, &n_with_nul) == 49, "%s: 49 lines", file);
+        free(data);
+        tokenizer_free(t);
     }
 }
 
@@ -689,6 +716,35 @@ static char *with_template(const char *base, const char *single, const char *spe
 #define END_ITEM "{\"SpecialToken\":{\"id\":\"<|end|>\",\"type_id\":0}}"
 #define TEXT_ITEM "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}"
 
+/* What the SentencePiece-style parts refuse, each with its own message. */
+static void test_sentencepiece_refusals(void) {
+    unsigned long size;
+    char *llama2 = test_data("sp/llama2.json", &size), *metaspace = test_data("sp/metaspace-first.json", &size);
+    refuse(llama2, "{\"String\":\" \"}", "{\"Regex\":\" \"}", "normalizer Replace by a regex is not supported");
+    refuse(llama2, "\"type\":\"Prepend\"", "\"type\":\"Lowercase\"", "normalizer Lowercase is not supported");
+    refuse(llama2, "\"prepend\":\"", "\"prepend_\":\"", "normalizer Prepend has no \"prepend\" string");
+    refuse(llama2, "\"type\":\"Strip\"", "\"type\":\"CTC\"", "decoder CTC is not supported");
+    refuse(llama2, "{\"type\":\"Fuse\"}", "{\"type\":\"ByteLevel\"}", "decoder ByteLevel is supported only on its own");
+    refuse(llama2, "\"content\":\" \",\"start\":1", "\"content\":\"ab\",\"start\":1",
+           "decoder Strip: \"content\" is not one character");
+    refuse(llama2, "\"start\":1", "\"start\":-1", "decoder Strip: \"start\" is not a count");
+    refuse(llama2, "\"unk_token\":\"<unk>\"", "\"unk_token\":\"<nope>\"", "BPE unk_token '<nope>' is not in the vocabulary");
+    refuse(llama2, "\"unk_token\":\"<unk>\"", "\"unk_token\":3", "BPE option unk_token is a number, not a string");
+    refuse(llama2, "\"fuse_unk\":true", "\"fuse_unk\":1", "BPE option fuse_unk is a number, not a boolean");
+    refuse(llama2, "\"decoder\":{", "\"decoder\":{\"type\":\"ByteLevel\"},\"x\":{",
+           "the pre_tokenizer is not ByteLevel but the decoder is (not supported)");
+    refuse(metaspace, "\"prepend_scheme\":\"first\"", "\"prepend_scheme\":\"sometimes\"",
+           "pre_tokenizer Metaspace: prepend_scheme is not \"always\", \"first\" or \"never\"");
+    refuse(metaspace, "\"replacement\":\"", "\"replacement_\":\"", "pre_tokenizer Metaspace has no \"replacement\" string");
+    refuse(metaspace, "\"split\":true", "\"split\":\"yes\"", "pre_tokenizer Metaspace: split is not a boolean");
+    /* Files written before prepend_scheme: add_prefix_space says always or never. */
+    Tokenizer *t = load_changed(metaspace, "\"prepend_scheme\":\"first\"", "\"add_prefix_space\":true");
+    CHECK(t && tokenizer_pre_tokenizer(t)->steps[0].prepend == PREPEND_ALWAYS, "add_prefix_space true: always");
+    tokenizer_free(t);
+    free(llama2);
+    free(metaspace);
+}
+
 /* Each section of tokenizer.json chooses its own step: the regex, the
  * normalizer, ignore_merges and the post-processor, whatever the rest. */
 static void test_pipeline_options(const char *base) {
@@ -908,6 +964,7 @@ static void test_hostile(void) {
     refuse(base, "\"version\"", "\"version\" \"", "line 1, column");
 
     test_pipeline_options(base);
+    test_sentencepiece_refusals();
 
     /* Files that are no tokenizer.json at all. */
     const char *const others[] = {"", "[]", "{}", "null", "{\"model\":7}", "\xFF"};
@@ -924,12 +981,102 @@ static void test_hostile(void) {
     free(base);
 }
 
+/* ---- SentencePiece-style tokens, decoding and refusals ---- */
+
+/* The id of a vocabulary token spelled s, which must be there. */
+static int id_of(const Tokenizer *t, const char *s) {
+    int id = tokenizer_find(t, s, strlen(s));
+    if (id < 0) die("no token '%s'", s);
+    return id;
+}
+
+/* Whether s[0..n) is valid UTF-8. */
+static bool valid_utf8(const char *s, size_t n) {
+    char *fixed;
+    size_t fixed_len;
+    size_t bad = utf8_lossy(s, n, &fixed, &fixed_len);
+    free(fixed);
+    return bad == 0;
+}
+
+/* ids streamed: each push's text is whole characters, and all of them with
+ * the flush are want. Returns how many pushes gave out nothing. */
+static int check_streamed(const Tokenizer *t, const int *ids, size_t n, const char *want, const char *what) {
+    DecodeStream d;
+    decode_stream_init(&d, t);
+    char all[512];
+    size_t used = 0;
+    int silent = 0;
+    for (size_t i = 0; i <= n; i++) {
+        size_t len;
+        const char *piece = i < n ? decode_stream_push(&d, ids[i], &len) : decode_stream_flush(&d, &len);
+        CHECK(valid_utf8(piece, len), "%s: push %zu gives out whole characters", what, i);
+        silent += i < n && len == 0;
+        if (used + len < sizeof all) memcpy(all + used, piece, len);
+        used += len;
+    }
+    decode_stream_free(&d);
+    CHECK(same_bytes(all, used, want, strlen(want)), "%s: streamed text '%.*s'", what, (int)used, all);
+    return silent;
+}
+
+/* Byte fallback: a <0xNN> token stands for its byte, a run of them for the
+ * text of their bytes, or one U+FFFD per byte when they are not UTF-8 (as
+ * Hugging Face's ByteFallback decoder: checked with its Rust library). */
+static void test_byte_fallback(void) {
+    Tokenizer *t = load("sp/llama2.json");
+    size_t len;
+    const char *piece = tokenizer_token(t, id_of(t, "<0x41>"), &len);
+    CHECK(piece && len == 1 && piece[0] == 'A', "<0x41> stands for the byte A");
+    piece = tokenizer_token(t, id_of(t, "<0xE2>"), &len);
+    CHECK(piece && len == 1 && piece[0] == '\xE2', "<0xE2> stands for its one byte");
+    piece = tokenizer_token(t, id_of(t, "\xE2\x96\x81the"), &len);
+    CHECK(piece && same_bytes(piece, len, " the", 4), "'\xE2\x96\x81the' stands for ' the' mid-text");
+    char *spelling = tokenizer_spelling(t, id_of(t, "\xE2\x96\x81the"));
+    CHECK(spelling && strcmp(spelling, "\xE2\x96\x81the") == 0, "its spelling keeps the '\xE2\x96\x81'");
+    free(spelling);
+
+    int e2 = id_of(t, "<0xE2>"), x82 = id_of(t, "<0x82>"), xac = id_of(t, "<0xAC>"), a = id_of(t, "a");
+    const int euro[] = {e2, x82, xac}, broken[] = {e2, x82, a};
+    char *text = tokenizer_decode(t, euro, 3, &len);
+    CHECK(same_bytes(text, len, "\xE2\x82\xAC", 3), "<0xE2><0x82><0xAC> decodes to the euro sign");
+    free(text);
+    text = tokenizer_decode(t, broken, 3, &len);
+    CHECK(same_bytes(text, len, "\xEF\xBF\xBD\xEF\xBF\xBD" "a", 7), "<0xE2><0x82> then a: one U+FFFD per byte");
+    free(text);
+    CHECK(check_streamed(t, euro, 3, "\xE2\x82\xAC", "euro") == 2, "the euro sign waits for its last byte");
+    CHECK(check_streamed(t, broken, 3, "\xEF\xBF\xBD\xEF\xBF\xBD" "a", "broken") == 2, "a broken run waits for its end");
+    const int held[] = {e2};
+    check_streamed(t, held, 1, "\xEF\xBF\xBD", "a lone byte at the end");
+
+    /* A long run of broken bytes is given out after a bound, not held
+     * forever; all of it still adds up to the decoded text. */
+    int many[40];
+    char want[40 * 3 + 1];
+    for (int i = 0; i < 40; i++) many[i] = e2, memcpy(want + 3 * i, "\xEF\xBF\xBD", 3);
+    want[120] = '\0';
+    CHECK(check_streamed(t, many, 40, want, "40 broken bytes") < 40, "a run of broken bytes is given out");
+
+    /* An emoji outside the vocabulary: four byte tokens, given out whole. */
+    TokenIds ids = {0};
+    tokenizer_encode(t, "emoji \xF0\x9F\x98\x80 ok", 13, ENCODE_PROMPT, &ids);
+    int bytes = 0;
+    for (size_t i = 0; i < ids.n; i++) bytes += tokenizer_token(t, ids.ids[i], &len) && len == 1 &&
+                                                 (unsigned char)*tokenizer_token(t, ids.ids[i], &len) >= 0x80;
+    CHECK(bytes == 4, "the emoji is 4 byte tokens (%d)", bytes);
+    check_streamed(t, ids.ids, ids.n, "<s> emoji \xF0\x9F\x98\x80 ok", "emoji");
+    token_ids_free(&ids);
+    tokenizer_free(t);
+}
+
 int main(void) {
     Tokenizer *qwen25 = load("qwen2.5-tokenizer.json"), *qwen3 = load("qwen3-tokenizer.json"),
               *llama = load("llama-style-tokenizer.json"), *gpt2 = load("gpt2-style-tokenizer.json");
     test_golden(qwen25, qwen3, llama, gpt2);
     Tokenizer *gemma3 = load_npm("tokenizer-gemma3"), *llama2 = load_npm("tokenizer-llama2");
     test_sentencepiece_golden(gemma3, llama2);
+    test_small_pipelines();
+    test_byte_fallback();
     test_pipelines(qwen25, qwen3, llama, gpt2);
     CHECK(tokenizer_vocab_size(qwen3) == 151669 && tokenizer_find(qwen3, "<think>", 7) == 151667,
           "Qwen3's tokenizer has its 4 more added tokens");

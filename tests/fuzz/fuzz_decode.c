@@ -5,7 +5,11 @@
  * vocab_size + 1, so that most are tokens and vocab_size itself is not.
  * The stream must give out whole UTF-8 characters only, and its pieces and
  * flush must add up to tokenizer_decode() of the same ids, which must be the
- * text of the ids that have a token (the others give none). */
+ * text of the ids that have a token (the others give none). (With a
+ * ByteFallback decoder, a run of byte tokens that was valid UTF-8 and is no
+ * longer once more bytes join it has been given out already: there the
+ * stream may differ from the decoded text, which has one U+FFFD per byte
+ * of the run; the check is made when the text has no U+FFFD.) */
 #include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,7 +56,10 @@ static void check_decode(const Tokenizer *tokenizer, const uint8_t *data, size_t
     size_t len, tokens_len;
     char *text = tokenizer_decode(tokenizer, ids, n, &len);
     char *tokens_text = tokenizer_decode(tokenizer, tokens, n_tokens, &tokens_len);
-    assert(len == streamed_len && memcmp(text, streamed, len) == 0);
+    bool replaced = false;
+    for (size_t i = 0; i + 2 < len && !replaced; i++) replaced = memcmp(text + i, "\xEF\xBF\xBD", 3) == 0;
+    assert((replaced && !tokenizer_pre_tokenizer(tokenizer)->byte_level) ||
+           (len == streamed_len && memcmp(text, streamed, len) == 0));
     assert(len == tokens_len && memcmp(text, tokens_text, len) == 0);
     free(text);
     free(tokens_text);
