@@ -837,7 +837,10 @@ static const char *generation_flags_help =
     "                       subtract F per time a token was generated so far\n"
     "                       (OpenAI's; default 0)\n"
     "  --seed S             seed of the sampler's random numbers; -1: from the clock\n"
-    "                       (default -1; the seed used is printed with the statistics)\n"
+    "                       (default -1; the seed used is printed with the statistics)\n";
+
+/* The flags that look inside a run (gen and chat; serve refuses them). */
+static const char *inside_flags_help =
     "  -v, -vv              a line per generated token on standard error: position,\n"
     "                       token, probability, the top 3 alternatives, time;\n"
     "                       -vv also each layer's statistics for the token\n"
@@ -1126,6 +1129,7 @@ static int cmd_gen(Args *a) {
                    "  -p, --prompt TEXT    the prompt\n"
                    "  -f, --file FILE      read the prompt from FILE\n");
             printf(generation_flags_help, "256");
+            printf("%s", inside_flags_help);
             printf("%s", model_flags_help);
             return 0;
         }
@@ -1248,6 +1252,7 @@ static int cmd_chat(Args *a) {
                    "                       (default: the template's default)\n",
                    chat_help);
             printf(generation_flags_help, "-1");
+            printf("%s", inside_flags_help);
             printf("%s", model_flags_help);
             return 0;
         }
@@ -1549,7 +1554,8 @@ static int cmd_serve(Args *a) {
         else path = a->argv[a->i];
     }
     if (!path) usage_error(a, "MODEL is missing");
-    if (flags.verbose) usage_error(a, "-v is not available with serve");
+    if (flags.verbose) usage_error(a, "-v is not available with serve: each request's log line is on standard error");
+    if (flags.report) usage_error(a, "--report is not available with serve");
     check_generation_flags(a, &flags);
     Model m;
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);

@@ -836,6 +836,13 @@ float *forward_batch(Model *m, const Chunk *chunks, int n_chunks) {
         i += n;
     }
     show(m, &b, PROBE_FINAL_NORM, -1, s->xb, rows, dim);
+    /* Every token's final-normed state, for the chunks that ask for it. */
+    i = 0;
+    for (int ci = 0; ci < n_chunks; ci++) {
+        for (int t = 0; chunks[ci].hidden && t < chunks[ci].n_tokens; t++)
+            rmsnorm(row(chunks[ci].hidden, t, dim), row(s->x, i + t, dim), m->weights.final_norm, dim, c->norm_eps);
+        i += chunks[ci].n_tokens;
+    }
     reserve_logits(m, rows);
     matmul(s->logits, s->xb, &m->weights.lm_head, rows, m->pool);
     soft_cap_logits(c, s->logits, (size_t)rows * c->vocab_size);

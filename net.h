@@ -180,6 +180,8 @@ typedef struct {
     int n_tokens;
     int pos;
     bool all_logits;           /* the logits of every token, else of the last only */
+    float *hidden;             /* when not NULL: [n_tokens][dim] receives each token's final-normed
+                                  hidden state (the input of the output head: embeddings) */
 } Chunk;
 
 /* Runs the chunks' tokens through the model in one pass (at most
