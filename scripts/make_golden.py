@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the reference values the tests compare against, computed by the
-independent numpy reference of transformers' Qwen2, Qwen3, Qwen3-MoE and Llama
-(ref_forward.py), and by PyTorch itself where it decides:
+independent numpy reference of transformers' Qwen2, Qwen3, Qwen3-MoE, Llama,
+Mistral and Gemma 3 (ref_forward.py), and by PyTorch itself where it decides:
 
 tests/data/forward_golden.json: logits for the forward-pass tests (and the experts each token went
   to in each sparse layer of the Qwen3-MoE cases, [sparse layer][position][k], most probable first).
@@ -16,7 +16,11 @@ tests/data/generation_golden.json: greedy continuations for the gen, chat and
 For each case a checkpoint is generated with tests/make_checkpoint (the same
 deterministic generator the tests run), 40 token ids are fed through the
 reference, and a sample of each position's logits is kept: the argmax, the
-largest |logit|, and the logits of 64 fixed ids. Developers rerun this when
+largest |logit|, and the logits of 64 fixed ids. The long cases feed 300 ids,
+so that sliding layers' rings of keys wrap around, and keep every 10th
+position. An image-text Gemma 3 case (make_checkpoint --multimodal) is
+computed from the text-only checkpoint with the same values, which the
+reference reads. Developers rerun this when
 the cases change; the tests themselves need neither numpy nor ../shared.
 
 A Qwen3-MoE case whose router ties experts (make_checkpoint --router-groups)
@@ -24,18 +28,35 @@ is computed by the reference with torch.topk in place of its own choice of
 experts (a stable sort: the lowest expert number first), and the script checks
 that the two differ there, so that the case tests how ties are broken.
 
-usage: scripts/make_golden.py [REF_FORWARD] (default ../shared/tools/ref_forward.py)
-needs: /usr/bin/python3 with numpy and torch (Debian python3-numpy, python3-torch),
-and `make build/tests/make_checkpoint`
+usage: scripts/make_golden.py [REF_FORWARD] [--cases NAME,...]
+  REF_FORWARD: default ../shared/tools/ref_forward.py
+  --cases: recompute only these forward cases (the others are kept as
+  forward_golden.json has them) and the generation goldens, not torch.topk's
+needs: /usr/bin/python3 with numpy and torch (Debian python3-numpy, python3-torch;
+torch only for the Qwen3-MoE cases and topk_golden.json), jinja2, and
+`make build/tests/make_checkpoint`
 """
 import array, json, math, os, shlex, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REF = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "..", "shared", "tools", "ref_forward.py")
+ARGS = sys.argv[1:]
+ONLY = set(ARGS[ARGS.index("--cases") + 1].split(",")) if "--cases" in ARGS else None
+if ONLY is not None:
+    del ARGS[ARGS.index("--cases"):ARGS.index("--cases") + 2]
+REF = ARGS[0] if ARGS else os.path.join(ROOT, "..", "shared", "tools", "ref_forward.py")
 TOOL = os.path.join(ROOT, "build", "tests", "make_checkpoint")
 N_TOKENS, N_SAMPLES = 40, 64
 DECODE = os.path.join(os.path.dirname(REF), "qwen_decode.py")
-TOKENIZER = os.path.join(ROOT, "tests", "data", "qwen2.5-tokenizer.json")
+def unzipped(name):
+    """A committed .gz file of tests/data, decompressed into a temporary file that lives as long as the script."""
+    import atexit, gzip
+    fd, path = tempfile.mkstemp(suffix="-" + name)
+    with os.fdopen(fd, "wb") as f, gzip.open(os.path.join(ROOT, "tests", "data", name + ".gz")) as z:
+        f.write(z.read())
+    atexit.register(os.remove, path)
+    return path
+
+TOKENIZER = unzipped("qwen2.5-tokenizer.json")
 SHARED = os.path.join(os.path.dirname(REF), "..")
 
 # Llama 3.1's RoPE scaling, with an original context so short that it changes
@@ -45,6 +66,16 @@ LLAMA3_SCALING = ('{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"hig
 
 # Qwen3-MoE checkpoints: Qwen3's attention (head_dim 32), experts in the layers.
 MOE = "--set model_type='\"qwen3_moe\"' --set vocab_size=2048 --set head_dim=32 "
+
+# Gemma 3 (gemma3_text), as gemma-3-1b's config.json has it, with Gemma's
+# activation and end tokens; and Mistral.
+GEMMA = ("--set model_type='\"gemma3_text\"' --set hidden_act='\"gelu_pytorch_tanh\"' "
+         "--set hidden_activation='\"gelu_pytorch_tanh\"' --set vocab_size=2048 --set bos_token_id=2 "
+         "--set eos_token_id=[1,106] --set rope_local_base_freq=10000.0 ")
+MISTRAL = "--set model_type='\"mistral\"' --set vocab_size=2048 --set bos_token_id=1 --set eos_token_id=2 --set rms_norm_eps=1e-05 "
+# transformers 5's RoPE parameters for Gemma 3: one set per layer type.
+GEMMA_ROPE_PARAMETERS = ('{"full_attention":{"rope_type":"linear","factor":4.0,"rope_theta":100000.0},'
+                         '"sliding_attention":{"rope_type":"default","rope_theta":1000.0}}')
 
 # name, make_checkpoint arguments (shell words; the vocabulary is kept small
 # except in the full-vocab cases)
@@ -72,7 +103,25 @@ CASES = [
     # ... and routers whose experts tie in pairs (top 1: every choice is a tie) or threes (top 2 of 12).
     ("qwen3moe-router-ties-top1", MOE + "--seed 17 --router-groups 2 --set num_experts=8 --set num_experts_per_tok=1 --set moe_intermediate_size=48 --set num_hidden_layers=2 --set norm_topk_prob=false"),
     ("qwen3moe-router-ties-top2", MOE + "--seed 18 --router-groups 3 --set num_experts=12 --set num_experts_per_tok=2 --set moe_intermediate_size=32 --set num_hidden_layers=3 --set norm_topk_prob=false"),
+    # Gemma 3: the gemma3-tiny preset's shape (5 sliding layers with window 6, then a full one, linear RoPE scaling) ...
+    ("gemma3-window-6-linear-rope", GEMMA + "--seed 40 --set num_hidden_layers=7 --set head_dim=32 --set query_pre_attn_scalar=32 --set sliding_window=6 --set rope_theta=1000000.0 --set rope_scaling='{\"rope_type\":\"linear\",\"factor\":8.0}'"),
+    # ... MQA, layer_types, soft caps that bite, a query scale that is not 1/sqrt(head_dim), untied ...
+    ("gemma3-mqa-softcaps-untied", GEMMA + "--seed 41 --set num_hidden_layers=3 --set num_key_value_heads=1 --set head_dim=64 --set query_pre_attn_scalar=256 --set sliding_window=4 --set layer_types='[\"sliding_attention\",\"full_attention\",\"sliding_attention\"]' --set attn_logit_softcapping=1.5 --set final_logit_softcapping=4.0 --set tie_word_embeddings=false"),
+    # ... MHA with biases, transformers 5's rope_parameters, f32 weights ...
+    ("gemma3-mha-bias-rope-parameters-f32", "--dtype f32 " + GEMMA + "--seed 42 --set num_hidden_layers=4 --set num_key_value_heads=4 --set head_dim=16 --set query_pre_attn_scalar=20 --set sliding_window=16 --set sliding_window_pattern=2 --set attention_bias=true --set rope_parameters='" + GEMMA_ROPE_PARAMETERS + "'"),
+    # ... the image-text checkpoint's language model (gemma-3-4b's layout) ...
+    ("gemma3-image-text", "--multimodal " + GEMMA + "--seed 43 --set num_hidden_layers=6 --set head_dim=32 --set query_pre_attn_scalar=32 --set sliding_window=5 --set rope_scaling='{\"rope_type\":\"linear\",\"factor\":8.0}'"),
+    # ... and 300 tokens through windows of 20: the rings of keys wrap around.
+    ("gemma3-long-ring", GEMMA + "--seed 44 --set num_hidden_layers=3 --set head_dim=32 --set query_pre_attn_scalar=32 --set sliding_window=20 --set sliding_window_pattern=3 --set max_position_embeddings=512"),
+    # Mistral: the mistral-tiny preset's shape (window 5, untied) ...
+    ("mistral-window-5", MISTRAL + "--seed 45 --set head_dim=16 --set sliding_window=5 --set tie_word_embeddings=false"),
+    # ... no window (v0.2, v0.3), MQA; attention_bias is not Mistral's (its layers have no biases) ...
+    ("mistral-no-window-mqa", MISTRAL + "--seed 46 --set num_attention_heads=8 --set num_key_value_heads=1 --set hidden_size=128 --set sliding_window=null --set attention_bias=true --set num_hidden_layers=3"),
+    # ... and 300 tokens through a window of 100.
+    ("mistral-long-ring", MISTRAL + "--seed 47 --set sliding_window=100 --set tie_word_embeddings=false --set max_position_embeddings=4096"),
 ]
+# Cases fed LONG_TOKENS ids, of which every LONG_EVERY-th position is kept.
+LONG_TOKENS, LONG_EVERY = 300, 10
 # The cases whose routers tie experts (their goldens come from torch.topk).
 TIED_ROUTERS = ("--router-groups",)
 
@@ -120,12 +169,19 @@ def reference_with_torch_topk(d, tokens):
 
 def forward_golden():
     cases = []
+    path = os.path.join(ROOT, "tests", "data", "forward_golden.json")
+    kept = {c["name"]: c for c in json.load(open(path))["cases"]} if ONLY is not None else {}
     for name, args in CASES:
+        if ONLY is not None and name not in ONLY:
+            cases.append(kept[name])
+            continue
         with tempfile.TemporaryDirectory() as d:
-            subprocess.run([TOOL, d] + shlex.split(args), check=True)
+            # The reference reads the text-only checkpoint an image-text one holds.
+            subprocess.run([TOOL, d] + [w for w in shlex.split(args) if w != "--multimodal"], check=True)
             cfg = json.load(open(os.path.join(d, "config.json")))
             vocab = cfg["vocab_size"]
-            tokens = lcg_ids(len(cases) + 1, N_TOKENS, vocab)
+            long = name.endswith("-long-ring")
+            tokens = lcg_ids(len(cases) + 1, LONG_TOKENS if long else N_TOKENS, vocab)
             out = os.path.join(d, "ref.f32")
             subprocess.run(["/usr/bin/python3", REF, d, ",".join(map(str, tokens)), out], check=True)
             logits = array.array("f")
@@ -140,21 +196,23 @@ def forward_golden():
                 assert differ > 1e-2, f"{name}: torch.topk and the lowest-number-first choice agree ({differ:.1e})"
                 print(f"{name}: torch.topk's ties differ from lowest-number-first by {differ:.2e}", file=sys.stderr)
         samples = sorted(set(lcg_ids(99, N_SAMPLES, vocab)))
-        positions = []
-        for p in range(N_TOKENS):
+        positions, every = [], LONG_EVERY if long else 1
+        for p in range(0, len(tokens), every):
             row = logits[p * vocab:(p + 1) * vocab]
             best = max(range(vocab), key=lambda i: row[i])
             positions.append({"argmax": best, "max_abs": max(abs(v) for v in row),
                               "logits": [float("%.9g" % row[i]) for i in samples]})
         cases.append({"name": name, "args": args, "tokens": tokens, "sample_ids": samples, "positions": positions})
+        if every > 1:
+            cases[-1]["every"] = every
         if routes:
             cases[-1]["routes"] = routes
         print(name, "done", file=sys.stderr)
     # One line per position keeps the file small and its diffs readable.
-    with open(os.path.join(ROOT, "tests", "data", "forward_golden.json"), "w") as f:
+    with open(path, "w") as f:
         f.write('{"generator": "scripts/make_golden.py", "reference": "ref_forward.py (numpy, fp32)",\n"cases": [\n')
         for i, c in enumerate(cases):
-            head = {k: c[k] for k in ("name", "args", "tokens", "sample_ids", "routes") if k in c}
+            head = {k: c[k] for k in ("name", "args", "tokens", "every", "sample_ids", "routes") if k in c}
             f.write(json.dumps(head)[:-1] + ',\n"positions": [\n')
             f.write(",\n".join(json.dumps(p, separators=(",", ":")) for p in c["positions"]))
             f.write("]}" + (",\n" if i + 1 < len(cases) else "\n"))
@@ -175,6 +233,8 @@ FAMILY_CHECKPOINTS = [
     ("qwen3", "--seed 31 --set model_type='\"qwen3\"' --set vocab_size=2048 --set head_dim=32 --set eos_token_id=2000"),
     ("llama", "--seed 32 --set model_type='\"llama\"' --set vocab_size=2048 --set rope_theta=500000.0 --set eos_token_id=2000 --set rope_scaling='" + LLAMA3_SCALING + "'"),
     ("qwen3moe", MOE + "--seed 33 --set num_experts=8 --set num_experts_per_tok=2 --set moe_intermediate_size=48 --set num_hidden_layers=3 --set mlp_only_layers=[1] --set norm_topk_prob=true --set eos_token_id=2000"),
+    ("gemma3", GEMMA + "--seed 34 --set num_hidden_layers=7 --set head_dim=32 --set query_pre_attn_scalar=32 --set sliding_window=6 --set rope_scaling='{\"rope_type\":\"linear\",\"factor\":8.0}' --set final_logit_softcapping=6.0 --set eos_token_id=2000"),
+    ("mistral", MISTRAL + "--seed 35 --set head_dim=16 --set sliding_window=5 --set tie_word_embeddings=false --set eos_token_id=2000"),
 ]
 FAMILY_TOKENS = 12
 TOP_LOGPROBS = 5
@@ -318,6 +378,7 @@ def topk_golden():
         f.write("]}\n")
 
 if __name__ == "__main__":
-    topk_golden()
+    if ONLY is None:
+        topk_golden()
     forward_golden()
     generation_golden()
