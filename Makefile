@@ -32,7 +32,8 @@ FUZZ_CFLAGS = $(SAN_CFLAGS) -fsanitize=fuzzer-no-link
 
 BUILD ?= build
 BIN ?= run
-LIB_SRC = $(filter-out main.c,$(wildcard *.c))
+# The Jinja engine's rooms are in jinja/ (template.c is their public face).
+LIB_SRC = $(filter-out main.c,$(wildcard *.c)) $(wildcard jinja/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -56,17 +57,17 @@ all: $(BIN)
 $(BIN): $(BUILD)/main.o $(LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%.o: %.c $(wildcard *.h) | $(BUILD)
+$(BUILD)/%.o: %.c $(wildcard *.h jinja/*.h) | $(BUILD) $(BUILD)/jinja
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/kernels_avx2.o: ALL_CFLAGS += $(AVX2_FLAGS)
 $(BUILD)/kernels_avx512.o: ALL_CFLAGS += $(AVX512_FLAGS)
 
-$(BUILD)/tests/%: tests/%.c tests/test.c tests/test.h $(LIB_OBJ) $(wildcard *.h) | $(BUILD)
+$(BUILD)/tests/%: tests/%.c tests/test.c tests/test.h $(LIB_OBJ) $(wildcard *.h jinja/*.h) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ $< tests/test.c $(LIB_OBJ) $(LDLIBS)
 
-$(BUILD):
-	mkdir -p $(BUILD)/tests
+$(BUILD) $(BUILD)/jinja:
+	mkdir -p $(BUILD)/tests $(BUILD)/jinja
 
 # A folder that ./run info accepts is not downloaded again, so chatting with
 # a downloaded model needs no network; otherwise download.sh fetches what is
@@ -101,7 +102,7 @@ fuzz:
 
 fuzz-targets: $(FUZZ_BIN) $(TEST_DATA)
 
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJ) $(wildcard *.h) $(wildcard tests/fuzz/*.h) | $(BUILD)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJ) $(wildcard *.h jinja/*.h) $(wildcard tests/fuzz/*.h) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
 clean:

@@ -11,25 +11,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "buf.h"
 #include "generate.h"
 #include "json.h"
 #include "util.h"
-
-/* ---- writing JSON ---- */
-
-typedef struct {
-    char *data;                /* NUL-terminated */
-    size_t len, cap;
-} Buf;
-
-void buf_add(Buf *b, const char *s, size_t n);
-void buf_puts(Buf *b, const char *s);
-void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* s[0..n) as a JSON string literal; ill-formed UTF-8 becomes U+FFFD. */
-void buf_json_string(Buf *b, const char *s, size_t n);
-/* A float as JSON: finite, with enough digits to read back the same float. */
-void buf_json_float(Buf *b, double x);
-void buf_free(Buf *b);
 
 /* {"error":{"message":...,"type":...,"code":...}} for an HTTP status. */
 void api_error(Buf *b, int status, const char *message);

@@ -2,14 +2,26 @@
  *
  * The families share one transformer; what differs between them is a
  * handful of fields here (which biases exist, a norm on queries and keys,
- * how RoPE's frequencies are scaled, experts in place of an MLP), never a
- * second forward pass:
+ * how RoPE's frequencies are scaled, experts in place of an MLP, which
+ * layers see only a window of the past), never a second forward pass:
  *
- *   model_type  q/k/v bias  o bias  MLP bias  q/k norm  RoPE scaling    MLP
- *   qwen2       yes         no      no        no        none            dense
- *   qwen3       if attention_bias   no        yes       none            dense
- *   llama       if attention_bias   mlp_bias  no        none or llama3  dense
- *   qwen3_moe   if attention_bias   no        yes       none            experts (MoeConfig)
+ *   model_type   q/k/v bias  o bias  MLP bias  q/k norm  MLP              sliding layers
+ *   qwen2        yes         no      no        no        SwiGLU           none
+ *   qwen3        if attention_bias   no        yes       SwiGLU           none
+ *   llama        if attention_bias   mlp_bias  no        SwiGLU           none
+ *   qwen3_moe    if attention_bias   no        yes       experts (MoeConfig) none
+ *   mistral      no          no      no        no        SwiGLU           all, if sliding_window
+ *   gemma3_text  if attention_bias   no        yes       GELU-tanh gated  from layer_types
+ *
+ * RoPE scaling: none or linear for all, llama3 for llama.
+ *
+ * Gemma 3 (transformers' modeling_gemma3) also scales the embeddings by
+ * sqrt(hidden_size), keeps RMSNorm weights as w of x * (1 + w), puts
+ * "sandwich" norms on the attention and MLP outputs, scales scores by
+ * query_pre_attn_scalar^-0.5, may soft-cap scores and logits, and gives its
+ * sliding layers their own unscaled RoPE base. Its image-text checkpoints
+ * (model_type "gemma3", Gemma3ForConditionalGeneration) hold the same
+ * language model under "text_config"; run uses that and not the vision tower.
  */
 #ifndef CONFIG_H
 #define CONFIG_H
@@ -23,7 +35,10 @@
 
 #define MAX_EOS_IDS 8
 
-typedef enum { ARCH_QWEN2, ARCH_QWEN3, ARCH_LLAMA, ARCH_QWEN3_MOE } Architecture;
+typedef enum { ARCH_QWEN2, ARCH_QWEN3, ARCH_LLAMA, ARCH_QWEN3_MOE, ARCH_MISTRAL, ARCH_GEMMA3 } Architecture;
+
+/* The MLP's gate activation: silu (SwiGLU) or GELU's tanh form (gelu_pytorch_tanh). */
+typedef enum { ACT_SILU, ACT_GELU_TANH } Activation;
 
 enum { MAX_LAYERS = 1024 };
 
@@ -39,10 +54,13 @@ typedef struct {
     uint64_t dense[MAX_LAYERS / 64]; /* bit l: layer l is in mlp_only_layers (a dense MLP) */
 } MoeConfig;
 
-/* Llama 3.1's RoPE scaling ("rope_type": "llama3"): long wavelengths are
- * slowed down by `factor`, short ones kept, the band between blended. */
+/* RoPE scaling: none; "linear" (every frequency divided by `factor`); or
+ * Llama 3.1's "llama3" (long wavelengths slowed down by `factor`, short
+ * ones kept, the band between blended). */
+typedef enum { ROPE_PLAIN, ROPE_LINEAR, ROPE_LLAMA3 } RopeKind;
+
 typedef struct {
-    bool enabled;
+    RopeKind kind;
     float factor;
     float low_freq_factor;
     float high_freq_factor;
@@ -68,6 +86,17 @@ typedef struct {
     bool qk_norm;              /* an RMSNorm over each head of q and of k, before RoPE */
     bool tied_embeddings;      /* tie_word_embeddings: the output head is the embedding matrix */
     MoeConfig moe;             /* qwen3_moe's experts, else all 0 */
+    Activation act;            /* the MLP's gate activation */
+    int sliding_window;        /* a sliding layer's query sees the last this many positions (0: all of them) */
+    uint64_t sliding[MAX_LAYERS / 64]; /* bit l: layer l is a sliding layer */
+    float rope_local_theta;    /* gemma3: the sliding layers' RoPE base, unscaled (0: they use rope_theta as the others) */
+    float attn_scale;          /* a score is q . k times this: 1/sqrt(head_dim), or query_pre_attn_scalar^-0.5 */
+    float attn_softcap;        /* 0, or scores become cap * tanh(score / cap) (attn_logit_softcapping) */
+    float final_softcap;       /* 0, or logits become cap * tanh(logit / cap) (final_logit_softcapping) */
+    float embed_scale;         /* embeddings are multiplied by this: 1, or gemma3's sqrt(hidden_size) */
+    bool norm_plus_one;        /* the RMSNorm weights w scale by (1 + w) (gemma3) */
+    bool sandwich_norms;       /* norms on the attention and MLP outputs, and pre_feedforward_layernorm before the MLP */
+    bool multimodal;           /* an image-text checkpoint: the language model's tensors under "language_model" */
     int bos_id;                /* bos_token_id, or -1 */
     int eos_ids[MAX_EOS_IDS];  /* eos_token_id (a number or a list) */
     int n_eos;
@@ -88,12 +117,16 @@ int read_eos_ids(const char *path, const JsonValue *root, int ids[MAX_EOS_IDS], 
 /* Whether layer l's MLP is a mixture of experts (else a dense MLP). */
 bool layer_is_sparse(const Config *c, int l);
 
-/* "Qwen2", "Qwen3", "Llama" or "Qwen3-MoE". */
+/* Whether layer l is a sliding layer (a window of the past, gemma3's local RoPE). */
+bool layer_is_sliding(const Config *c, int l);
+
+/* "Qwen2", "Qwen3", "Llama", "Qwen3-MoE", "Mistral" or "Gemma3". */
 const char *architecture_name(Architecture a);
 
 /* The rotation frequency of each pair of a head's dimensions:
  * inv_freq[j] = theta^(-2j / head_dim) radians per position, rescaled as
- * rope_scaling says; computed in float32, as transformers does. */
-void rope_frequencies(float *inv_freq, const Config *c);
+ * rope_scaling says; computed in float32, as transformers does. `local`:
+ * gemma3's sliding layers' frequencies (rope_local_theta, unscaled). */
+void rope_frequencies(float *inv_freq, const Config *c, bool local);
 
 #endif

@@ -110,6 +110,7 @@ int sequence_start(Sequence *s, const int *prompt, int n) {
     while (keep < s->n_cached && keep < n && s->tokens.ids[keep] == prompt[keep]) keep++;
     /* The last prompt token must be fed again: its logits start the reply. */
     if (keep == n) keep--;
+    keep = kv_cache_reusable(s->model, &s->cache, s->n_cached, keep);
     s->n_cached = keep;
     s->tokens.n = 0;
     for (int i = 0; i < n; i++) token_ids_push(&s->tokens, prompt[i]);

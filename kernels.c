@@ -324,8 +324,8 @@ void matmul_plain(float *out, const float *x, const Matrix *w, int n_tokens) {
 }
 
 void attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values, int group,
-            int hd, float *scratch) {
-    path()->attend(out, q, ld, n_q, pos, keys, values, group, hd, scratch);
+            int hd, const AttendSpec *spec, float *scratch) {
+    path()->attend(out, q, ld, n_q, pos, keys, values, group, hd, spec, scratch);
 }
 
 size_t attend_scratch_floats(int group, int n_q, int n_keys) {
@@ -355,6 +355,29 @@ static void swiglu_part(void *arg, int part, int n_parts) {
 void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool) {
     SwigluJob job = {path(), gate, up, n};
     pool_run(pool, swiglu_part, &job);
+}
+
+typedef struct {
+    float *gate;
+    const float *up;
+    size_t n;
+} GeluJob;
+
+/* GELU's tanh form in double precision, rounded once (as the reference
+ * computes it), times up. */
+static void gelu_part(void *arg, int part, int n_parts) {
+    const GeluJob *job = arg;
+    size_t from = job->n * (size_t)part / (size_t)n_parts, to = job->n * (size_t)(part + 1) / (size_t)n_parts;
+    for (size_t i = from; i < to; i++) {
+        double g = job->gate[i];
+        float gelu = (float)(0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))));
+        job->gate[i] = gelu * job->up[i];
+    }
+}
+
+void gelu_tanh_gate(float *gate, const float *up, size_t n, ThreadPool *pool) {
+    GeluJob job = {gate, up, n};
+    pool_run(pool, gelu_part, &job);
 }
 
 /* ---- conversions made at load time ---- */

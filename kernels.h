@@ -143,24 +143,36 @@ void matrix_free(Matrix *m);
  * data (q8/q4: the weights, then the scales); it owns nothing. */
 Matrix matrix_view(WeightType type, int rows, int cols, const void *bytes);
 
+/* How attention looks back: the scale of its scores, an optional soft cap,
+ * an optional window, and where each position's key and value are. */
+typedef struct {
+    float scale;               /* a score is q . k times this */
+    float softcap;             /* 0, or a score s becomes softcap * tanh(s / softcap) */
+    int window;                /* 0, or the query at position p sees positions p - window + 1 .. p only */
+    int rows;                  /* position t's key and value are row t % rows (a ring: a multiple of
+                                  ATTEND_KEY_BLOCK, or more rows than positions) */
+} AttendSpec;
+
 /* Causal attention for a block of n_q consecutive query tokens at positions
  * pos .. pos + n_q - 1, for the `group` query heads that share one key/value
  * head. Query token i attends over the keys and values of positions
- * 0 .. pos + i (keys and values are [pos + n_q][hd]):
- *   out[i][g] = sum over t <= pos + i of softmax_t(q[i][g] . k_t / sqrt(hd)) v_t.
+ * lo(pos + i) .. pos + i, lo(p) = max(0, p - window + 1) with a window, else 0:
+ *   out[i][g] = sum over those t of softmax_t(cap(q[i][g] . k_t * scale)) v_t.
  * Token i's heads are at q + i * ld and out + i * ld, head after head
  * ([group][hd]). scratch holds attend_scratch_floats(group, n_q, pos + n_q)
  * floats.
- * The keys are taken in tiles of ATTEND_KEY_BLOCK positions from position 0,
- * each tile read once for all the block's queries (flash attention): per
- * query, a score is s = (q . k in the 16-lane order) * (1 / sqrt(hd)); per
- * tile, with m the running maximum, m' = max(m, the tile's scores),
- * a = e^(m - m') (0 for the first tile), p_t = e^(s_t - m'), the running
- * sum l = l a + (the tile's p_t added as 16 lanes t mod 16, then the halving
- * tree), the output o = o a, then o += p_t v_t for t in order (fma); at the
- * end out = o / l. So a query's result does not depend on n_q or pos. */
+ * The keys are taken in tiles of the ATTEND_KEY_BLOCK positions from a
+ * multiple of ATTEND_KEY_BLOCK, each tile read once for all the block's
+ * queries (flash attention); a query takes the part of a tile it sees. Per
+ * query, a score is s = (q . k in the 16-lane order) * scale, then
+ * softcap * tanhf(s / softcap) with a cap; per tile, with m the running
+ * maximum, m' = max(m, the tile's scores), a = e^(m - m') (0 for the first
+ * tile the query sees), p_t = e^(s_t - m'), the running sum l = l a + (the
+ * part's p_t added as 16 lanes (t - first t of the part) mod 16, then the
+ * halving tree), the output o = o a, then o += p_t v_t for t in order (fma);
+ * at the end out = o / l. So a query's result does not depend on n_q or pos. */
 void attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values, int group,
-            int hd, float *scratch);
+            int hd, const AttendSpec *spec, float *scratch);
 size_t attend_scratch_floats(int group, int n_q, int n_keys);
 
 /* Query tokens per attend() call that the forward pass hands a thread, and
@@ -170,6 +182,11 @@ enum { ATTEND_QUERY_BLOCK = 32, ATTEND_KEY_BLOCK = 64 };
 /* The SwiGLU activation, elementwise over n values: gate = silu(gate) * up,
  * where silu(g) = g / (1 + e^-g). */
 void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool);
+
+/* Gemma's gated GELU, elementwise over n values: gate = gelu(gate) * up,
+ * gelu(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) (transformers'
+ * gelu_pytorch_tanh), computed in double precision and rounded to float. */
+void gelu_tanh_gate(float *gate, const float *up, size_t n, ThreadPool *pool);
 
 /* x = softmax(x) over n values: e^(x_i - max) / sum, the sum taken in 16
  * lanes (i mod 16) and the halving tree. */

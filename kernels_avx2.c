@@ -416,28 +416,30 @@ static void weigh_values(float *o, float a, const float *p, const float *v, int 
 }
 
 void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
-                 int group, int hd, float *scratch);
+                 int group, int hd, const AttendSpec *spec, float *scratch);
 void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
-                 int group, int hd, float *scratch) {
-    float scale = 1.0f / sqrtf((float)hd);
+                 int group, int hd, const AttendSpec *spec, float *scratch) {
     float *max = scratch, *sum = max + (size_t)n_q * group, *p = sum + (size_t)n_q * group;
     for (int i = 0; i < n_q; i++)
         for (int g = 0; g < group; g++) memset(out + i * ld + (size_t)g * hd, 0, (size_t)hd * sizeof(float));
     /* Tile after tile of keys, each for every query that sees into it. */
-    for (int t0 = 0; t0 < pos + n_q; t0 += ATTEND_KEY_BLOCK) {
-        const float *k = keys + (size_t)t0 * hd, *v = values + (size_t)t0 * hd;
+    for (int t0 = attend_first_tile(spec, pos); t0 < pos + n_q; t0 += ATTEND_KEY_BLOCK) {
         for (int i = t0 > pos ? t0 - pos : 0; i < n_q; i++) {
-            int end = pos + i + 1, len = end - t0 < ATTEND_KEY_BLOCK ? end - t0 : ATTEND_KEY_BLOCK;
+            int from;
+            bool first;
+            int len = attend_part(spec, t0, pos + i, &from, &first);
+            if (len <= 0) continue;
+            const float *k = keys + (size_t)(from % spec->rows) * hd, *v = values + (size_t)(from % spec->rows) * hd;
             for (int g = 0; g < group; g++) {
                 const float *qg = q + i * ld + (size_t)g * hd;
                 float *m = max + (size_t)i * group + g, *l = sum + (size_t)i * group + g, tile_max = -INFINITY;
                 for (int t = 0; t < len; t++) {
-                    p[t] = dot16(qg, k + (size_t)t * hd, hd) * scale;
+                    p[t] = attend_cap(spec, dot16(qg, k + (size_t)t * hd, hd) * spec->scale);
                     tile_max = fmaxf(tile_max, p[t]);
                 }
-                float new_max = t0 == 0 ? tile_max : fmaxf(*m, tile_max), a = t0 == 0 ? 0 : kernel_exp(*m - new_max);
+                float new_max = first ? tile_max : fmaxf(*m, tile_max), a = first ? 0 : kernel_exp(*m - new_max);
                 float tile_sum = exp_and_sum(p, len, new_max);
-                *l = t0 == 0 ? tile_sum : *l * a + tile_sum;
+                *l = first ? tile_sum : *l * a + tile_sum;
                 *m = new_max;
                 weigh_values(out + i * ld + (size_t)g * hd, a, p, v, len, hd);
             }

@@ -19,7 +19,7 @@ void avx2_quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, in
 void avx2_swiglu(float *gate, const float *up, size_t n);
 void avx2_softmax(float *x, int n);
 void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
-                 int group, int hd, float *scratch);
+                 int group, int hd, const AttendSpec *spec, float *scratch);
 
 /* The halving tree over the 16 lanes. */
 INLINE float hsum16(__m512 v) {
@@ -470,15 +470,21 @@ INLINE __m512 scores16(const __m512 *qv, int vectors, const float *k, int len, f
 /* One query's scores over a tile of len keys, turned into p = e^(s - m')
  * (p[len..] = 0) with the running maximum and sum updated; returns the
  * factor a = e^(m - m') by which the earlier output shrinks. */
-INLINE float tile_weights(const float *qg, int vectors, const float *k, int len, float scale, bool first, float *m, float *l,
-                          float *p) {
+INLINE float tile_weights(const float *qg, int vectors, const float *k, int len, const AttendSpec *spec, bool first, float *m,
+                          float *l, float *p) {
     __m512 qv[MAX_HEAD_VECTORS], s[ATTEND_KEY_BLOCK / 16];
     for (int d = 0; d < vectors; d++) qv[d] = _mm512_loadu_ps(qg + 16 * d);
     int chunks = (len + 15) / 16;
     __m512 tile_max = _mm512_set1_ps(-INFINITY);
     for (int c = 0; c < chunks; c++) {
         int n = len - 16 * c < 16 ? len - 16 * c : 16;
-        s[c] = scores16(qv, vectors, k + (size_t)c * 16 * vectors * 16, n, scale);
+        s[c] = scores16(qv, vectors, k + (size_t)c * 16 * vectors * 16, n, spec->scale);
+        if (spec->softcap > 0) {
+            float capped[16];
+            _mm512_storeu_ps(capped, s[c]);
+            for (int j = 0; j < n; j++) capped[j] = attend_cap(spec, capped[j]);
+            s[c] = _mm512_loadu_ps(capped);
+        }
         tile_max = _mm512_mask_max_ps(tile_max, tail_mask(n), tile_max, s[c]);
     }
     float new_max = _mm512_reduce_max_ps(tile_max);
@@ -519,20 +525,22 @@ INLINE void weigh_values(int H, int vectors, float *const *o, const float *a, co
  * outermost, so each tile is read once for all the queries of the block;
  * each query's arithmetic as the plain definition has it. */
 INLINE void attend_vectors(int vectors, float *out, const float *q, size_t ld, int n_q, int pos, const float *keys,
-                           const float *values, int group, float *scratch) {
+                           const float *values, int group, const AttendSpec *spec, float *scratch) {
     int hd = vectors * 16, heads_at_once = vectors <= 4 ? 6 : vectors <= 8 ? 2 : 1;
-    float scale = 1.0f / sqrtf((float)hd);
     float *max = scratch, *sum = max + (size_t)n_q * group, *p = sum + (size_t)n_q * group;  /* p: [group][tile] */
     for (int i = 0; i < n_q; i++)
         for (int g = 0; g < group; g++) memset(out + i * ld + (size_t)g * hd, 0, (size_t)hd * sizeof(float));
-    for (int t0 = 0; t0 < pos + n_q; t0 += ATTEND_KEY_BLOCK) {
-        const float *k = keys + (size_t)t0 * hd, *v = values + (size_t)t0 * hd;
+    for (int t0 = attend_first_tile(spec, pos); t0 < pos + n_q; t0 += ATTEND_KEY_BLOCK) {
         for (int i = t0 > pos ? t0 - pos : 0; i < n_q; i++) {
-            int end = pos + i + 1, len = end - t0 < ATTEND_KEY_BLOCK ? end - t0 : ATTEND_KEY_BLOCK;
+            int from;
+            bool first;
+            int len = attend_part(spec, t0, pos + i, &from, &first);
+            if (len <= 0) continue;
+            const float *k = keys + (size_t)(from % spec->rows) * hd, *v = values + (size_t)(from % spec->rows) * hd;
             float a[MAX_GROUP];
             for (int g = 0; g < group; g++) {
                 size_t at = (size_t)i * group + g;
-                a[g] = tile_weights(q + i * ld + (size_t)g * hd, vectors, k, len, scale, t0 == 0, max + at, sum + at,
+                a[g] = tile_weights(q + i * ld + (size_t)g * hd, vectors, k, len, spec, first, max + at, sum + at,
                                     p + (size_t)g * ATTEND_KEY_BLOCK);
             }
             for (int g = 0; g < group; g += heads_at_once) {
@@ -563,15 +571,17 @@ INLINE void attend_vectors(int vectors, float *out, const float *q, size_t ld, i
  * multiple of 16 at run time; the rest go to the AVX2 version, which
  * computes the same. */
 static void attend_tiles(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
-                         int group, int hd, float *scratch) {
+                         int group, int hd, const AttendSpec *spec, float *scratch) {
     if (hd % 16 != 0 || hd / 16 > MAX_HEAD_VECTORS || group > MAX_GROUP)
-        avx2_attend(out, q, ld, n_q, pos, keys, values, group, hd, scratch);
+        avx2_attend(out, q, ld, n_q, pos, keys, values, group, hd, spec, scratch);
     else if (hd == 64)
-        attend_vectors(4, out, q, ld, n_q, pos, keys, values, group, scratch);
+        attend_vectors(4, out, q, ld, n_q, pos, keys, values, group, spec, scratch);
     else if (hd == 128)
-        attend_vectors(8, out, q, ld, n_q, pos, keys, values, group, scratch);
+        attend_vectors(8, out, q, ld, n_q, pos, keys, values, group, spec, scratch);
+    else if (hd == 256)
+        attend_vectors(16, out, q, ld, n_q, pos, keys, values, group, spec, scratch);
     else
-        attend_vectors(hd / 16, out, q, ld, n_q, pos, keys, values, group, scratch);
+        attend_vectors(hd / 16, out, q, ld, n_q, pos, keys, values, group, spec, scratch);
 }
 
 const KernelPath kernels_avx512 = {

@@ -82,7 +82,7 @@ typedef struct {
     void (*quantize_row)(int8_t *q, float *scale, int32_t *sum, const float *x, int cols);
     /* attend() of kernels.h. */
     void (*attend)(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
-                   int group, int hd, float *scratch);
+                   int group, int hd, const AttendSpec *spec, float *scratch);
     /* gate[i] = gate[i] / (1 + e^-gate[i]) * up[i] for i < n. */
     void (*swiglu)(float *gate, const float *up, size_t n);
     /* softmax() of kernels.h. */
@@ -90,6 +90,28 @@ typedef struct {
 } KernelPath;
 
 extern const KernelPath kernels_plain, kernels_avx2, kernels_avx512;
+
+/* ---- attention's walk over the keys, shared by every path ---- */
+
+/* The first key tile the query at position p sees starts here. */
+static inline int attend_first_tile(const AttendSpec *a, int p) {
+    int lo = a->window > 0 && p >= a->window ? p - a->window + 1 : 0;
+    return lo - lo % ATTEND_KEY_BLOCK;
+}
+
+/* The part of the key tile at t0 that the query at position p sees:
+ * positions *from .. *from + len - 1 (len <= 0: none), and whether it is the
+ * first tile the query sees. Returns len. */
+static inline int attend_part(const AttendSpec *a, int t0, int p, int *from, bool *first) {
+    int lo = a->window > 0 && p >= a->window ? p - a->window + 1 : 0;
+    int end = t0 + ATTEND_KEY_BLOCK < p + 1 ? t0 + ATTEND_KEY_BLOCK : p + 1;
+    *from = t0 > lo ? t0 : lo;
+    *first = t0 <= lo;
+    return end - *from;
+}
+
+/* A score after the soft cap, when there is one. */
+static inline float attend_cap(const AttendSpec *a, float s) { return a->softcap > 0 ? a->softcap * tanhf(s / a->softcap) : s; }
 
 /* ---- scalar definitions shared by every path ---- */
 

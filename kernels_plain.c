@@ -80,19 +80,23 @@ static void quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, 
     }
 }
 
-/* One query vector's attention, tile after tile of keys (see kernels.h). */
-static void attend_one(float *out, const float *q, int n_keys, const float *keys, const float *values, int hd,
-                       float *scores) {
-    float scale = 1.0f / sqrtf((float)hd), m = -INFINITY, l = 0;
+/* The attention of the query vector q at position p, tile after tile of
+ * keys (see kernels.h). */
+static void attend_one(float *out, const float *q, int p, const float *keys, const float *values, int hd,
+                       const AttendSpec *spec, float *scores) {
+    float m = -INFINITY, l = 0;
     for (int d = 0; d < hd; d++) out[d] = 0;
-    for (int t0 = 0; t0 < n_keys; t0 += ATTEND_KEY_BLOCK) {
-        int len = n_keys - t0 < ATTEND_KEY_BLOCK ? n_keys - t0 : ATTEND_KEY_BLOCK;
+    for (int t0 = attend_first_tile(spec, p); t0 <= p; t0 += ATTEND_KEY_BLOCK) {
+        int from;
+        bool first;
+        int len = attend_part(spec, t0, p, &from, &first);
+        const float *k = keys + (size_t)(from % spec->rows) * hd, *v = values + (size_t)(from % spec->rows) * hd;
         float tile_max = -INFINITY;
         for (int t = 0; t < len; t++) {
-            scores[t] = dot16(q, keys + (size_t)(t0 + t) * hd, hd) * scale;
+            scores[t] = attend_cap(spec, dot16(q, k + (size_t)t * hd, hd) * spec->scale);
             tile_max = fmaxf(tile_max, scores[t]);
         }
-        float new_max = fmaxf(m, tile_max), a = t0 == 0 ? 0 : kernel_exp(m - new_max), lane[16] = {0};
+        float new_max = fmaxf(m, tile_max), a = first ? 0 : kernel_exp(m - new_max), lane[16] = {0};
         for (int t = 0; t < len; t++) {
             scores[t] = kernel_exp(scores[t] - new_max);
             lane[t % 16] += scores[t];
@@ -100,7 +104,7 @@ static void attend_one(float *out, const float *q, int n_keys, const float *keys
         l = l * a + sum_lanes16(lane);
         for (int d = 0; d < hd; d++) {
             float o = out[d] * a;
-            for (int t = 0; t < len; t++) o = fmaf(scores[t], values[(size_t)(t0 + t) * hd + d], o);
+            for (int t = 0; t < len; t++) o = fmaf(scores[t], v[(size_t)t * hd + d], o);
             out[d] = o;
         }
         m = new_max;
@@ -109,10 +113,10 @@ static void attend_one(float *out, const float *q, int n_keys, const float *keys
 }
 
 static void plain_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
-                   int group, int hd, float *scratch) {
+                   int group, int hd, const AttendSpec *spec, float *scratch) {
     for (int i = 0; i < n_q; i++)
         for (int g = 0; g < group; g++)
-            attend_one(out + i * ld + (size_t)g * hd, q + i * ld + (size_t)g * hd, pos + i + 1, keys, values, hd, scratch);
+            attend_one(out + i * ld + (size_t)g * hd, q + i * ld + (size_t)g * hd, pos + i, keys, values, hd, spec, scratch);
 }
 
 static void plain_swiglu(float *gate, const float *up, size_t n) {

@@ -274,6 +274,8 @@ static Tokenizer *open_checkpoint(Model *m, const char *path, const ModelOptions
     progress_end(&progress);
     free(tok_path);
     if (rc != 0) die("%s", e.msg);
+    if (m->config.multimodal)
+        fprintf(stderr, "run: %s is an image-text checkpoint: its language model runs, the vision tower is not used\n", path);
     if (opt->threads > cpu_count())
         warn("-t %d: this process may use %d CPU%s; more threads than that wait for each other", opt->threads, cpu_count(),
              cpu_count() == 1 ? "" : "s");
@@ -326,6 +328,24 @@ static int *parse_ids(const Args *a, const char *what, const char *text, int *n)
 }
 
 /* ---- info ---- */
+
+/* Sliding layers (their window, and what their ring of keys costs) and
+ * Gemma's scalings. */
+static void print_sliding(const Config *c, int context) {
+    int sliding = 0;
+    for (int l = 0; l < c->n_layers; l++) sliding += layer_is_sliding(c, l);
+    if (sliding > 0) {
+        printf("sliding layers: %d of %d, window %s", sliding, c->n_layers, c->sliding_window ? "" : "unlimited");
+        if (c->sliding_window) printf("%d positions; their KV cache is a ring of %d positions each", c->sliding_window,
+                                      kv_cache_ring(c, context));
+        if (c->rope_local_theta > 0) printf("; their RoPE base %g, unscaled", c->rope_local_theta);
+        printf("\n");
+    }
+    if (c->arch == ARCH_GEMMA3)
+        printf("embedding scale %g, attention scale %g, soft caps: attention %g, logits %g (0: none)\n", c->embed_scale,
+               c->attn_scale, c->attn_softcap, c->final_softcap);
+    if (c->multimodal) printf("image-text checkpoint: the language model runs; the vision tower is not used\n");
+}
 
 /* A mixture of experts: how many, how many a token takes, which layers. */
 static void print_experts(const Config *c) {
@@ -396,12 +416,15 @@ static int cmd_info(Args *a) {
            architecture_name(c->arch), c->n_layers, c->dim, c->hidden_dim, c->n_heads, c->n_kv_heads, c->head_dim);
     printf("vocab %d, max positions %d, rope_theta %g, rms_norm_eps %g, tied embeddings: %s\n", c->vocab_size,
            c->max_pos, c->rope_theta, c->norm_eps, c->tied_embeddings ? "yes" : "no");
-    if (c->rope_scaling.enabled)
+    if (c->rope_scaling.kind == ROPE_LLAMA3)
         printf("RoPE scaling: llama3, factor %g, low/high frequency factors %g/%g, original context %d\n",
                c->rope_scaling.factor, c->rope_scaling.low_freq_factor, c->rope_scaling.high_freq_factor,
                c->rope_scaling.original_max_pos);
-    printf("biases: q/k/v %s, o %s, MLP %s; q/k norm: %s\n", c->qkv_bias ? "yes" : "no", c->o_bias ? "yes" : "no",
-           c->mlp_bias ? "yes" : "no", c->qk_norm ? "yes" : "no");
+    if (c->rope_scaling.kind == ROPE_LINEAR) printf("RoPE scaling: linear, factor %g\n", c->rope_scaling.factor);
+    printf("biases: q/k/v %s, o %s, MLP %s; q/k norm: %s; MLP activation: %s\n", c->qkv_bias ? "yes" : "no",
+           c->o_bias ? "yes" : "no", c->mlp_bias ? "yes" : "no", c->qk_norm ? "yes" : "no",
+           c->act == ACT_GELU_TANH ? "GELU (tanh)" : "SiLU");
+    print_sliding(c, m.max_context);
     print_experts(c);
     printf("bos id: ");
     if (c->bos_id >= 0) printf("%d", c->bos_id);
@@ -890,7 +913,10 @@ static const char *generation_flags_help =
     "                       subtract F per time a token was generated so far\n"
     "                       (OpenAI's; default 0)\n"
     "  --seed S             seed of the sampler's random numbers; -1: from the clock\n"
-    "                       (default -1; the seed used is printed with the statistics)\n"
+    "                       (default -1; the seed used is printed with the statistics)\n";
+
+/* The flags that look inside a run (gen and chat; serve refuses them). */
+static const char *inside_flags_help =
     "  -v, -vv              a line per generated token on standard error: position,\n"
     "                       token, probability, the top 3 alternatives, time;\n"
     "                       -vv also each layer's statistics for the token\n"
@@ -1179,6 +1205,7 @@ static int cmd_gen(Args *a) {
                    "  -p, --prompt TEXT    the prompt\n"
                    "  -f, --file FILE      read the prompt from FILE\n");
             printf(generation_flags_help, "256");
+            printf("%s", inside_flags_help);
             printf("%s", model_flags_help);
             return 0;
         }
@@ -1301,6 +1328,7 @@ static int cmd_chat(Args *a) {
                    "                       (default: the template's default)\n",
                    chat_help);
             printf(generation_flags_help, "-1");
+            printf("%s", inside_flags_help);
             printf("%s", model_flags_help);
             return 0;
         }
@@ -1602,7 +1630,8 @@ static int cmd_serve(Args *a) {
         else path = a->argv[a->i];
     }
     if (!path) usage_error(a, "MODEL is missing");
-    if (flags.verbose) usage_error(a, "-v is not available with serve");
+    if (flags.verbose) usage_error(a, "-v is not available with serve: each request's log line is on standard error");
+    if (flags.report) usage_error(a, "--report is not available with serve");
     check_generation_flags(a, &flags);
     Model m;
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);

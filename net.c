@@ -35,10 +35,26 @@ typedef struct {
     const ModelOptions *opt;   /* its progress callback */
 } Loader;
 
+/* The checkpoint's tensor of the language model's tensor `name`: an
+ * image-text Gemma 3 keeps "model.X" as "language_model.model.X" (as
+ * published) or "model.language_model.X" (as transformers 4.52 and later
+ * save it), and "lm_head.weight" as "language_model.lm_head.weight" or as
+ * it is. */
+static const Tensor *find_language_tensor(const Model *m, const char *name) {
+    if (!m->config.multimodal) return st_find(&m->st, name);
+    char moved[256];
+    bool in_model = strncmp(name, "model.", 6) == 0;
+    snprintf(moved, sizeof moved, "language_model.%s", name);
+    const Tensor *t = st_find(&m->st, moved);
+    if (t || !in_model) return t ? t : st_find(&m->st, name);
+    snprintf(moved, sizeof moved, "model.language_model.%s", name + 6);
+    return st_find(&m->st, moved);
+}
+
 /* The tensor `name`, which must have shape [rows, cols] (cols 0: [rows]). */
 static const Tensor *find_tensor(Loader *ld, const char *name, int rows, int cols, Error *e) {
     const SafeTensors *st = &ld->m->st;
-    const Tensor *t = st_find(st, name);
+    const Tensor *t = find_language_tensor(ld->m, name);
     if (!t) {
         fail(e, "%s: tensor '%s' is missing", st->files[0].path, name);
         return NULL;
@@ -129,6 +145,14 @@ static int load_vector(Loader *ld, const char *name, int n, bool present, float 
     return 0;
 }
 
+/* A norm's weights w, as x / rms * weight takes them: w, or 1 + w for
+ * Gemma's x / rms * (1 + w) (the sum in float32, as transformers has it). */
+static int load_norm(Loader *ld, const char *name, int n, bool present, float **out, Error *e) {
+    if (load_vector(ld, name, n, present, out, e)) return -1;
+    for (int i = 0; *out && ld->m->config.norm_plus_one && i < n; i++) (*out)[i] += 1.0f;
+    return 0;
+}
+
 /* "model.layers.<l>.<suffix>", written into buf. */
 static const char *layer_name(char *buf, int l, const char *suffix) {
     snprintf(buf, 128, "model.layers.%d.%s", l, suffix);
@@ -172,37 +196,49 @@ static int load_mlp(Loader *ld, int l, LayerWeights *w, Error *e) {
 static int load_layer(Loader *ld, int l, LayerWeights *w, Error *e) {
     const Config *c = &ld->m->config;
     int q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
+    bool sandwich = c->sandwich_norms;
     char n[128];
-    if (load_vector(ld, layer_name(n, l, "input_layernorm.weight"), c->dim, true, &w->attn_norm, e) ||
+    if (load_norm(ld, layer_name(n, l, "input_layernorm.weight"), c->dim, true, &w->attn_norm, e) ||
         load_matrix(ld, layer_name(n, l, "self_attn.q_proj.weight"), q_dim, c->dim, &w->wq, e) ||
         load_matrix(ld, layer_name(n, l, "self_attn.k_proj.weight"), kv_dim, c->dim, &w->wk, e) ||
         load_matrix(ld, layer_name(n, l, "self_attn.v_proj.weight"), kv_dim, c->dim, &w->wv, e) ||
         load_vector(ld, layer_name(n, l, "self_attn.q_proj.bias"), q_dim, c->qkv_bias, &w->bq, e) ||
         load_vector(ld, layer_name(n, l, "self_attn.k_proj.bias"), kv_dim, c->qkv_bias, &w->bk, e) ||
         load_vector(ld, layer_name(n, l, "self_attn.v_proj.bias"), kv_dim, c->qkv_bias, &w->bv, e) ||
-        load_vector(ld, layer_name(n, l, "self_attn.q_norm.weight"), c->head_dim, c->qk_norm, &w->q_norm, e) ||
-        load_vector(ld, layer_name(n, l, "self_attn.k_norm.weight"), c->head_dim, c->qk_norm, &w->k_norm, e) ||
+        load_norm(ld, layer_name(n, l, "self_attn.q_norm.weight"), c->head_dim, c->qk_norm, &w->q_norm, e) ||
+        load_norm(ld, layer_name(n, l, "self_attn.k_norm.weight"), c->head_dim, c->qk_norm, &w->k_norm, e) ||
         load_matrix(ld, layer_name(n, l, "self_attn.o_proj.weight"), c->dim, q_dim, &w->wo, e) ||
         load_vector(ld, layer_name(n, l, "self_attn.o_proj.bias"), c->dim, c->o_bias, &w->bo, e) ||
-        load_vector(ld, layer_name(n, l, "post_attention_layernorm.weight"), c->dim, true, &w->mlp_norm, e))
+        load_norm(ld, layer_name(n, l, "post_attention_layernorm.weight"), c->dim, true,
+                  sandwich ? &w->attn_out_norm : &w->mlp_norm, e) ||
+        (sandwich && load_norm(ld, layer_name(n, l, "pre_feedforward_layernorm.weight"), c->dim, true, &w->mlp_norm, e)) ||
+        load_norm(ld, layer_name(n, l, "post_feedforward_layernorm.weight"), c->dim, sandwich, &w->mlp_out_norm, e))
         return -1;
     return layer_is_sparse(c, l) ? load_experts(ld, l, w, e) : load_mlp(ld, l, w, e);
 }
 
-/* Every tensor must have been used, but for those transformers also
- * ignores: an untied lm_head.weight beside tied embeddings, RoPE's
- * precomputed inv_freq buffers. */
+/* Whether the tensor `name` is one run leaves unread as transformers does
+ * (an untied lm_head.weight beside tied embeddings, RoPE's precomputed
+ * inv_freq buffers) or an image-text checkpoint's vision tower. */
+static bool ignored_tensor(const Model *m, const char *name) {
+    const Config *c = &m->config;
+    const Tensor *head = find_language_tensor(m, "lm_head.weight");
+    if (c->tied_embeddings && head && strcmp(head->name, name) == 0) return true;
+    if (ends_with(name, "rotary_emb.inv_freq")) return true;
+    const char *vision[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."};
+    for (size_t i = 0; c->multimodal && i < sizeof vision / sizeof vision[0]; i++)
+        if (strncmp(name, vision[i], strlen(vision[i])) == 0) return true;
+    return false;
+}
+
+/* Every tensor must have been used, but for those ignored_tensor names. */
 static int check_all_used(Loader *ld, Error *e) {
     const SafeTensors *st = &ld->m->st;
-    const Config *c = &ld->m->config;
     for (size_t i = 0; i < st->n_tensors; i++) {
         const char *name = st->tensors[i].name;
-        size_t len = strlen(name), suffix = strlen("rotary_emb.inv_freq");
-        bool ignored = (c->tied_embeddings && strcmp(name, "lm_head.weight") == 0) ||
-                       (len >= suffix && strcmp(name + len - suffix, "rotary_emb.inv_freq") == 0);
-        if (!ld->used[i] && !ignored)
+        if (!ld->used[i] && !ignored_tensor(ld->m, name))
             return fail(e, "%s: tensor '%s' is not part of a %s model with this config.json", st->tensors[i].file, name,
-                        architecture_name(c->arch));
+                        architecture_name(ld->m->config.arch));
     }
     return 0;
 }
@@ -216,7 +252,7 @@ static int load_weights(Model *m, Loader *ld, Error *e) {
     int rc = load_matrix(ld, "model.embed_tokens.weight", c->vocab_size, c->dim, &w->embed, e);
     w->layers = xcalloc((size_t)c->n_layers, sizeof(LayerWeights));
     for (int l = 0; rc == 0 && l < c->n_layers; l++) rc = load_layer(ld, l, &w->layers[l], e);
-    if (rc == 0) rc = load_vector(ld, "model.norm.weight", c->dim, true, &w->final_norm, e);
+    if (rc == 0) rc = load_norm(ld, "model.norm.weight", c->dim, true, &w->final_norm, e);
     if (rc == 0 && !c->tied_embeddings) rc = load_matrix(ld, "lm_head.weight", c->vocab_size, c->dim, &w->lm_head, e);
     if (rc == 0 && c->tied_embeddings) {
         w->lm_head = w->embed;
@@ -237,7 +273,7 @@ static void free_weights(Model *m) {
         Matrix *mats[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) matrix_free(mats[i]);
         float *vecs[] = {lw->attn_norm, lw->mlp_norm, lw->bq, lw->bk, lw->bv, lw->q_norm, lw->k_norm, lw->bo,
-                         lw->b_gate, lw->b_up, lw->b_down};
+                         lw->attn_out_norm, lw->mlp_out_norm, lw->b_gate, lw->b_up, lw->b_down};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) free(vecs[i]);
         if (lw->moe) moe_weights_free(lw->moe, &m->config);
         free(lw->moe);
@@ -307,10 +343,27 @@ void weight_plan(WeightPlan *p, const Config *c, WeightType stored, WeightType t
 
 /* ---- the KV cache and the scratch space ---- */
 
+int kv_cache_ring(const Config *c, int capacity) {
+    if (c->sliding_window == 0) return capacity;
+    long rows = (long)c->sliding_window - 1 + BLOCK_TOKENS;
+    rows = (rows + ATTEND_KEY_BLOCK - 1) / ATTEND_KEY_BLOCK * ATTEND_KEY_BLOCK;
+    return rows < capacity ? (int)rows : capacity;
+}
+
+/* The rows of layer l in a cache of `capacity` positions, and the rows of
+ * the layers before it. */
+static int layer_rows(const Config *c, int capacity, int ring, int l) { return layer_is_sliding(c, l) ? ring : capacity; }
+
+static size_t rows_before(const Config *c, int capacity, int ring, int l) {
+    size_t rows = 0;
+    for (int i = 0; i < l; i++) rows += (size_t)layer_rows(c, capacity, ring, i);
+    return rows;
+}
+
 size_t kv_cache_bytes(const Config *c, int capacity) {
     size_t n = 2 * sizeof(float);
-    if (mul_size(n, (size_t)c->n_layers, &n) || mul_size(n, (size_t)c->n_kv_heads, &n) ||
-        mul_size(n, (size_t)c->head_dim, &n) || mul_size(n, (size_t)capacity, &n))
+    if (mul_size(n, rows_before(c, capacity, kv_cache_ring(c, capacity), c->n_layers), &n) ||
+        mul_size(n, (size_t)c->n_kv_heads, &n) || mul_size(n, (size_t)c->head_dim, &n))
         return SIZE_MAX;
     return n;
 }
@@ -320,6 +373,16 @@ void kv_cache_init(KVCache *kv, const Model *m, int capacity) {
     kv->keys = xcalloc(floats, sizeof(float));
     kv->values = xcalloc(floats, sizeof(float));
     kv->capacity = capacity;
+    kv->ring = kv_cache_ring(&m->config, capacity);
+}
+
+int kv_cache_reusable(const Model *m, const KVCache *kv, int filled, int keep) {
+    const Config *c = &m->config;
+    if (kv->ring == kv->capacity) return keep;
+    /* The ring holds positions filled - ring .. filled - 1; the tokens from
+     * `keep` on need the window before it. */
+    int needed = keep - c->sliding_window + 1 > 0 ? keep - c->sliding_window + 1 : 0;
+    return filled - kv->ring <= needed ? keep : 0;
 }
 
 void kv_cache_free(KVCache *kv) {
@@ -345,17 +408,23 @@ static void alloc_state(Model *m) {
     s->inv_freq = xcalloc_aligned((size_t)c->head_dim / 2, sizeof(float));
     s->rope_cos = xcalloc_aligned(T * c->head_dim / 2, sizeof(float));
     s->rope_sin = xcalloc_aligned(T * c->head_dim / 2, sizeof(float));
+    if (c->rope_local_theta > 0) {
+        s->local_inv_freq = xcalloc_aligned((size_t)c->head_dim / 2, sizeof(float));
+        s->local_cos = xcalloc_aligned(T * c->head_dim / 2, sizeof(float));
+        s->local_sin = xcalloc_aligned(T * c->head_dim / 2, sizeof(float));
+        rope_frequencies(s->local_inv_freq, c, true);
+    }
     s->scratch_floats = attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK, m->max_context);
     s->scratch = xcalloc_aligned((size_t)pool_size(m->pool) * s->scratch_floats, sizeof(float));
     s->logits_rows = 1;
     s->logits = xcalloc_aligned((size_t)c->vocab_size, sizeof(float));
-    rope_frequencies(s->inv_freq, c);
+    rope_frequencies(s->inv_freq, c, false);
     if (c->moe.n_experts > 0) moe_scratch_init(&s->moe, c, (int)T);
 }
 
 static void free_state(RunState *s) {
     float *bufs[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->out, s->gate, s->up, s->inv_freq,
-                     s->rope_cos, s->rope_sin, s->scratch, s->logits};
+                     s->rope_cos, s->rope_sin, s->local_inv_freq, s->local_cos, s->local_sin, s->scratch, s->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     moe_scratch_free(&s->moe);
     memset(s, 0, sizeof *s);
@@ -451,8 +520,9 @@ int model_open(Model *m, const char *model, const ModelOptions *opt, Error *e) {
                   m->max_context, kv == SIZE_MAX ? INFINITY : (double)kv / 1e9);
     else if (st_open(&m->st, path, e) != 0)
         rc = -1;
-    else if (!(embed = st_find(&m->st, "model.embed_tokens.weight")))
-        rc = fail(e, "%s: tensor 'model.embed_tokens.weight' is missing", m->st.files[0].path);
+    else if (!(embed = find_language_tensor(m, "model.embed_tokens.weight")))
+        rc = fail(e, "%s: tensor '%smodel.embed_tokens.weight' is missing", m->st.files[0].path,
+                  c->multimodal ? "language_model." : "");
     else if (choose_dtype(opt->dtype, weight_type_of(embed->dtype), &m->dtype, e) != 0)
         rc = -1;
     else if (opt->math == MATH_BF16 && m->dtype != WEIGHT_BF16)
@@ -575,19 +645,26 @@ typedef struct {
     int *first_item;           /* [n_chunks + 1] the chunks' first attention items, see attention_task */
 } Batch;
 
-/* RoPE, in one place: the angles of every token's position, then the
- * rotation of each head's pairs (j, j + head_dim/2) by them - the "half
- * rotation" layout of transformers' rotate_half. */
-static void rope_angles(Model *m, const Batch *b) {
-    RunState *s = &m->state;
-    int half = m->config.head_dim / 2, i = 0;
+/* RoPE, in one place: the angles of every token's position (for gemma3's
+ * sliding layers, at their own frequencies too), then the rotation of each
+ * head's pairs (j, j + head_dim/2) by them - the "half rotation" layout of
+ * transformers' rotate_half. */
+static void angles(float *cos_, float *sin_, const float *inv_freq, int half, const Batch *b) {
+    int i = 0;
     for (int c = 0; c < b->n_chunks; c++)
         for (int t = 0; t < b->chunks[c].n_tokens; t++, i++)
             for (int j = 0; j < half; j++) {
-                float angle = (float)(b->chunks[c].pos + t) * s->inv_freq[j];
-                s->rope_cos[i * half + j] = (float)cos(angle);
-                s->rope_sin[i * half + j] = (float)sin(angle);
+                float angle = (float)(b->chunks[c].pos + t) * inv_freq[j];
+                cos_[i * half + j] = (float)cos(angle);
+                sin_[i * half + j] = (float)sin(angle);
             }
+}
+
+static void rope_angles(Model *m, const Batch *b) {
+    RunState *s = &m->state;
+    int half = m->config.head_dim / 2;
+    angles(s->rope_cos, s->rope_sin, s->inv_freq, half, b);
+    if (s->local_inv_freq) angles(s->local_cos, s->local_sin, s->local_inv_freq, half, b);
 }
 
 static void rope_rotate(float *v, int n_heads, int head_dim, const float *cos_, const float *sin_) {
@@ -602,10 +679,19 @@ static void rope_rotate(float *v, int n_heads, int head_dim, const float *cos_, 
     }
 }
 
-/* The first of a cache's rows for layer l, key/value head h: [capacity][head_dim]. */
-static float *cache_head(const Model *m, float *cache, int capacity, int l, int h) {
+/* The first of a cache's rows for layer l, key/value head h:
+ * [layer_rows][head_dim]. */
+static float *cache_head(const Model *m, float *cache, const KVCache *kv, int l, int h) {
     const Config *c = &m->config;
-    return cache + ((size_t)l * c->n_kv_heads + h) * capacity * c->head_dim;
+    size_t rows = rows_before(c, kv->capacity, kv->ring, l) * c->n_kv_heads + (size_t)h * layer_rows(c, kv->capacity, kv->ring, l);
+    return cache + rows * c->head_dim;
+}
+
+/* How layer l's queries look back over a cache (kernels.h). */
+static AttendSpec attend_spec(const Config *c, const KVCache *kv, int l) {
+    bool sliding = layer_is_sliding(c, l);
+    return (AttendSpec){.scale = c->attn_scale, .softcap = c->attn_softcap, .window = sliding ? c->sliding_window : 0,
+                        .rows = layer_rows(c, kv->capacity, kv->ring, l)};
 }
 
 /* Shows a probe one step: rows[n][width] of a single-chunk pass. */
@@ -646,34 +732,45 @@ static void attention_task(void *arg, int thread, int n_threads) {
         int local = item - job->b->first_item[chunk], h = local % c->n_kv_heads, first = local / c->n_kv_heads * ATTEND_QUERY_BLOCK;
         int n_q = ch->n_tokens - first < ATTEND_QUERY_BLOCK ? ch->n_tokens - first : ATTEND_QUERY_BLOCK;
         size_t at = (size_t)(token0 + first) * ld + (size_t)h * group * hd;
-        attend(s->att + at, s->q + at, ld, n_q, ch->pos + first, cache_head(m, ch->cache->keys, ch->cache->capacity, job->layer, h),
-               cache_head(m, ch->cache->values, ch->cache->capacity, job->layer, h), group, hd, scratch);
+        AttendSpec spec = attend_spec(c, ch->cache, job->layer);
+        attend(s->att + at, s->q + at, ld, n_q, ch->pos + first, cache_head(m, ch->cache->keys, ch->cache, job->layer, h),
+               cache_head(m, ch->cache->values, ch->cache, job->layer, h), group, hd, &spec, scratch);
     }
 }
 
 /* For a probe: each head's attention weights, as the definition has them -
- * softmax over the keys t <= query of q . k_t / sqrt(head_dim). */
+ * softmax over the keys the query sees of cap(q . k_t * scale); 0 for
+ * those before a sliding layer's window. */
 static void show_attention(const Model *m, const Batch *b, int l) {
     const Probe *p = m->probe;
     if (!p || !p->attention || b->n_chunks != 1 || b->chunks[0].pos >= p->attention_until) return;
     const Config *c = &m->config;
     const Chunk *ch = &b->chunks[0];
+    AttendSpec spec = attend_spec(c, ch->cache, l);
     int hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
     float *probs = xmalloc((size_t)(ch->pos + ch->n_tokens) * sizeof(float));
     for (int i = 0; i < ch->n_tokens && ch->pos + i < p->attention_until; i++)
         for (int h = 0; h < c->n_heads; h++) {
             const float *q = m->state.q + ((size_t)i * c->n_heads + h) * hd;
-            const float *keys = cache_head(m, ch->cache->keys, ch->cache->capacity, l, h / group);
-            int n_keys = ch->pos + i + 1;
-            for (int t = 0; t < n_keys; t++) {
+            const float *keys = cache_head(m, ch->cache->keys, ch->cache, l, h / group);
+            int query = ch->pos + i, first = spec.window && query >= spec.window ? query - spec.window + 1 : 0;
+            for (int t = 0; t < first; t++) probs[t] = 0;
+            for (int t = first; t <= query; t++) {
                 double dot = 0;
-                for (int j = 0; j < hd; j++) dot += (double)q[j] * keys[(size_t)t * hd + j];
-                probs[t] = (float)(dot / sqrt(hd));
+                for (int j = 0; j < hd; j++) dot += (double)q[j] * keys[(size_t)(t % spec.rows) * hd + j];
+                float score = (float)(dot * spec.scale);
+                probs[t] = spec.softcap > 0 ? spec.softcap * tanhf(score / spec.softcap) : score;
             }
-            softmax(probs, n_keys);
-            p->attention(p->ctx, l, h, ch->pos + i, probs);
+            softmax(probs + first, query + 1 - first);
+            p->attention(p->ctx, l, h, query, probs);
         }
     free(probs);
+}
+
+/* A norm of each row of s->out when the architecture has one (gemma3's
+ * sandwich norms on a sublayer's output). */
+static void norm_output(Model *m, const float *weight, int n) {
+    if (weight) rmsnorm_rows(m->state.out, m->state.out, weight, n, m->config.dim, m->config.norm_eps);
 }
 
 static void attention_block(Model *m, const Batch *b, int l) {
@@ -692,21 +789,26 @@ static void attention_block(Model *m, const Batch *b, int l) {
     add_to_rows(s->k, w->bk, n, kv_dim);
     add_to_rows(s->v, w->bv, n, kv_dim);
 
-    /* Qwen3 normalises each head of q and k; then both are rotated by their
-     * position, and the keys and values join their sequence's cache. */
+    /* Qwen3 and Gemma 3 normalise each head of q and k; then both are
+     * rotated by their position (gemma3's sliding layers at their own
+     * frequencies), and the keys and values join their sequence's cache
+     * (a sliding layer's ring: position p in row p % ring). */
+    bool local = layer_is_sliding(c, l) && s->local_inv_freq;
+    const float *cos_ = local ? s->local_cos : s->rope_cos, *sin_ = local ? s->local_sin : s->rope_sin;
     int i = 0;
     for (int ci = 0; ci < b->n_chunks; ci++) {
         const Chunk *ch = &b->chunks[ci];
+        int rows = layer_rows(c, ch->cache->capacity, ch->cache->ring, l);
         for (int t = 0; t < ch->n_tokens; t++, i++) {
             float *q = row(s->q, i, q_dim), *k = row(s->k, i, kv_dim), *v = row(s->v, i, kv_dim);
             if (w->q_norm) rmsnorm_rows(q, q, w->q_norm, c->n_heads, hd, c->norm_eps);
             if (w->k_norm) rmsnorm_rows(k, k, w->k_norm, c->n_kv_heads, hd, c->norm_eps);
-            rope_rotate(q, c->n_heads, hd, row(s->rope_cos, i, hd / 2), row(s->rope_sin, i, hd / 2));
-            rope_rotate(k, c->n_kv_heads, hd, row(s->rope_cos, i, hd / 2), row(s->rope_sin, i, hd / 2));
+            rope_rotate(q, c->n_heads, hd, cos_ + (size_t)i * (hd / 2), sin_ + (size_t)i * (hd / 2));
+            rope_rotate(k, c->n_kv_heads, hd, cos_ + (size_t)i * (hd / 2), sin_ + (size_t)i * (hd / 2));
             for (int h = 0; h < c->n_kv_heads; h++) {
-                size_t at = (size_t)(ch->pos + t) * hd;
-                memcpy(cache_head(m, ch->cache->keys, ch->cache->capacity, l, h) + at, k + h * hd, (size_t)hd * sizeof(float));
-                memcpy(cache_head(m, ch->cache->values, ch->cache->capacity, l, h) + at, v + h * hd, (size_t)hd * sizeof(float));
+                size_t at = (size_t)((ch->pos + t) % rows) * hd;
+                memcpy(cache_head(m, ch->cache->keys, ch->cache, l, h) + at, k + h * hd, (size_t)hd * sizeof(float));
+                memcpy(cache_head(m, ch->cache->values, ch->cache, l, h) + at, v + h * hd, (size_t)hd * sizeof(float));
             }
         }
     }
@@ -714,8 +816,8 @@ static void attention_block(Model *m, const Batch *b, int l) {
     show(m, b, PROBE_K, l, s->k, n, kv_dim);
     show(m, b, PROBE_V, l, s->v, n, kv_dim);
 
-    /* Every query head attends over its position and all earlier ones of
-     * its own sequence. */
+    /* Every query head attends over its position and the earlier ones of
+     * its own sequence (a sliding layer's: those in its window). */
     AttentionJob job = {.m = m, .b = b, .layer = l};
     pool_run(m->pool, attention_task, &job);
     show_attention(m, b, l);
@@ -724,6 +826,7 @@ static void attention_block(Model *m, const Batch *b, int l) {
     /* The heads' outputs are mixed back into the residual stream. */
     matmul(s->out, s->att, &w->wo, n, m->pool);
     add_to_rows(s->out, w->bo, n, dim);
+    norm_output(m, w->attn_out_norm, n);
     show(m, b, PROBE_ATTN_OUT, l, s->out, n, dim);
     add(s->x, s->out, (size_t)n * dim);
     show(m, b, PROBE_RESID_ATTN, l, s->x, n, dim);
@@ -750,19 +853,27 @@ static void mlp_block(Model *m, const Batch *b, int l) {
         moe_forward(s->out, s->xb, n, w->moe, c, &s->moe, m->pool);
         show_router(m, b, l);
     } else {
-        /* The SwiGLU MLP: down(silu(gate(x)) * up(x)). */
+        /* The gated MLP: down(act(gate(x)) * up(x)), act silu (SwiGLU) or
+         * Gemma's GELU. */
         matmul(s->gate, s->xb, &w->w_gate, n, m->pool);
         matmul(s->up, s->xb, &w->w_up, n, m->pool);
         add_to_rows(s->gate, w->b_gate, n, hidden);
         add_to_rows(s->up, w->b_up, n, hidden);
-        swiglu(s->gate, s->up, (size_t)n * hidden, m->pool);
+        if (c->act == ACT_GELU_TANH) gelu_tanh_gate(s->gate, s->up, (size_t)n * hidden, m->pool);
+        else swiglu(s->gate, s->up, (size_t)n * hidden, m->pool);
         show(m, b, PROBE_MLP_HIDDEN, l, s->gate, n, hidden);
         matmul(s->out, s->gate, &w->w_down, n, m->pool);
         add_to_rows(s->out, w->b_down, n, dim);
     }
+    norm_output(m, w->mlp_out_norm, n);
     show(m, b, PROBE_MLP_OUT, l, s->out, n, dim);
     add(s->x, s->out, (size_t)n * dim);
     show(m, b, PROBE_RESID, l, s->x, n, dim);
+}
+
+/* Gemma's final_logit_softcapping: logits become cap * tanh(logit / cap). */
+static void soft_cap_logits(const Config *c, float *logits, size_t n) {
+    for (size_t i = 0; c->final_softcap > 0 && i < n; i++) logits[i] = c->final_softcap * tanhf(logits[i] / c->final_softcap);
 }
 
 /* Room for `rows` rows of logits. */
@@ -782,10 +893,12 @@ float *forward_batch(Model *m, const Chunk *chunks, int n_chunks) {
     for (int i = 0; i < n_chunks; i++) b.n += chunks[i].n_tokens;
     count_attention_items(&b, c->n_kv_heads);
 
-    /* Each token's embedding starts its residual stream. */
+    /* Each token's embedding (gemma3: times sqrt(hidden_size)) starts its
+     * residual stream. */
     int i = 0;
     for (int ci = 0; ci < n_chunks; ci++)
         for (int t = 0; t < chunks[ci].n_tokens; t++, i++) matrix_row(row(s->x, i, dim), &m->weights.embed, chunks[ci].tokens[t]);
+    for (size_t j = 0; c->embed_scale != 1.0f && j < (size_t)b.n * dim; j++) s->x[j] *= c->embed_scale;
     show(m, &b, PROBE_EMBEDDING, -1, s->x, b.n, dim);
     rope_angles(m, &b);
 
@@ -804,8 +917,16 @@ float *forward_batch(Model *m, const Chunk *chunks, int n_chunks) {
         i += n;
     }
     show(m, &b, PROBE_FINAL_NORM, -1, s->xb, rows, dim);
+    /* Every token's final-normed state, for the chunks that ask for it. */
+    i = 0;
+    for (int ci = 0; ci < n_chunks; ci++) {
+        for (int t = 0; chunks[ci].hidden && t < chunks[ci].n_tokens; t++)
+            rmsnorm(row(chunks[ci].hidden, t, dim), row(s->x, i + t, dim), m->weights.final_norm, dim, c->norm_eps);
+        i += chunks[ci].n_tokens;
+    }
     reserve_logits(m, rows);
     matmul(s->logits, s->xb, &m->weights.lm_head, rows, m->pool);
+    soft_cap_logits(c, s->logits, (size_t)rows * c->vocab_size);
     free(b.first_item);
     return s->logits;
 }
@@ -828,6 +949,7 @@ void logits_of_residual(Model *m, float *logits, const float *rows, int n) {
     const Config *c = &m->config;
     rmsnorm_rows(m->state.xb, rows, m->weights.final_norm, n, c->dim, c->norm_eps);
     matmul(logits, m->state.xb, &m->weights.lm_head, n, m->pool);
+    soft_cap_logits(c, logits, (size_t)n * c->vocab_size);
 }
 
 const char *probe_step_name(ProbeStep step) {

@@ -24,10 +24,12 @@ typedef struct {
     float *attn_norm;          /* [dim] input_layernorm */
     Matrix wq, wk, wv;         /* [n_heads * head_dim, dim], [n_kv_heads * head_dim, dim] x 2 */
     float *bq, *bk, *bv;       /* their biases, or NULL */
-    float *q_norm, *k_norm;    /* [head_dim] per-head RMSNorm of q and k (qwen3), or NULL */
+    float *q_norm, *k_norm;    /* [head_dim] per-head RMSNorm of q and k (qwen3, gemma3), or NULL */
     Matrix wo;                 /* [dim, n_heads * head_dim] */
     float *bo;                 /* its bias, or NULL */
-    float *mlp_norm;           /* [dim] post_attention_layernorm */
+    float *attn_out_norm;      /* [dim] gemma3's post_attention_layernorm of the attention output, or NULL */
+    float *mlp_norm;           /* [dim] post_attention_layernorm (gemma3: pre_feedforward_layernorm) */
+    float *mlp_out_norm;       /* [dim] gemma3's post_feedforward_layernorm of the MLP output, or NULL */
     Matrix w_gate, w_up;       /* [hidden_dim, dim] a dense MLP */
     Matrix w_down;             /* [dim, hidden_dim] */
     float *b_gate, *b_up, *b_down; /* their biases, or NULL */
@@ -42,12 +44,15 @@ typedef struct {
 } TransformerWeights;
 
 /* The keys and values of one sequence's past tokens: what attention looks
- * back at. Position p of layer l, key/value head h is the row
- * keys[((l * n_kv_heads + h) * capacity + p) * head_dim ...]. */
+ * back at. Layer after layer, each [n_kv_heads][rows][head_dim]: a full
+ * layer has a row per position (rows = capacity), a sliding layer only a
+ * ring of rows = ring (position p in row p % ring), enough for its window
+ * and the tokens of one forward pass. */
 typedef struct {
-    float *keys;               /* [n_layers, n_kv_heads, capacity, head_dim] */
+    float *keys;               /* the layers' rows, one after the other */
     float *values;             /* the same */
     int capacity;              /* positions it holds */
+    int ring;                  /* rows of a sliding layer (capacity when its window does not save any) */
 } KVCache;
 
 /* Scratch space for the activations of up to max_tokens tokens. */
@@ -62,6 +67,8 @@ typedef struct {
     float *gate, *up;          /* [max_tokens, hidden_dim] */
     float *inv_freq;           /* [head_dim / 2] RoPE frequency of each pair */
     float *rope_cos, *rope_sin;/* [max_tokens, head_dim / 2] at each token's position */
+    float *local_inv_freq;     /* gemma3's sliding layers' own RoPE (else NULL): [head_dim / 2] */
+    float *local_cos, *local_sin; /* [max_tokens, head_dim / 2] */
     float *scratch;            /* [n_threads, scratch_floats] attention's working space */
     size_t scratch_floats;
     float *logits;             /* [logits_rows, vocab_size] */
@@ -165,9 +172,20 @@ typedef struct {
 
 void weight_plan(WeightPlan *p, const Config *c, WeightType stored, WeightType type);
 
-/* Bytes of the weights as run, and of a KV cache of `capacity` positions. */
+/* Bytes of the weights as run, and of a KV cache of `capacity` positions
+ * (every full layer's rows, a ring per sliding layer). */
 size_t model_weight_bytes(const Model *m);
 size_t kv_cache_bytes(const Config *c, int capacity);
+
+/* The rows of a sliding layer's ring in a cache of `capacity` positions:
+ * its window and the tokens of a forward pass, rounded up to whole key
+ * tiles, or capacity if that is not less. */
+int kv_cache_ring(const Config *c, int capacity);
+
+/* How many of the `filled` positions of kv a new sequence that shares the
+ * first `keep` of them can reuse: keep, or 0 when a sliding layer's ring
+ * no longer holds the window before position keep. */
+int kv_cache_reusable(const Model *m, const KVCache *kv, int filled, int keep);
 
 /* A KV cache for capacity (<= m->max_context) positions; free with kv_cache_free. */
 void kv_cache_init(KVCache *kv, const Model *m, int capacity);
@@ -181,6 +199,8 @@ typedef struct {
     int n_tokens;
     int pos;
     bool all_logits;           /* the logits of every token, else of the last only */
+    float *hidden;             /* when not NULL: [n_tokens][dim] receives each token's final-normed
+                                  hidden state (the input of the output head: embeddings) */
 } Chunk;
 
 /* Runs the chunks' tokens through the model in one pass (at most

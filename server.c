@@ -1,5 +1,5 @@
-/* server.c - sockets, connections, the request handlers, and the engine
- * that batches every slot's work into one forward pass per step. */
+/* server.c - sockets, connections, routes and the OpenAI bytes of each
+ * reply; the model runs in the engine (engine.c). */
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -21,68 +21,52 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "buf.h"
+#include "engine.h"
 #include "http.h"
 
 /* Refused connections being closed at once, at most; each is given a
  * second to take its 503 (see linger_close). */
 enum { MAX_CLOSING = 64 };
 
-/* Tokens of a new prompt fed per step while other slots are decoding, so
- * that their streams keep flowing. */
-enum { PREFILL_CHUNK = 64 };
-
 /* ---- the shared state ---- */
 
-typedef struct Job Job;
+typedef struct Server Server;
 
 /* One completion request, from the connection that made it to the engine
- * and back. The engine owns the fields above `out`; the fields from `out`
- * on are shared, under the server's lock. */
-struct Job {
+ * and back. The engine's events (on the engine thread) write its reply's
+ * bytes into `out` under the server's lock; the connection sends them. */
+typedef struct {
+    EngineRequest engine;
+    Server *s;
     ApiRequest request;
     TokenIds prompt;
     ApiReply reply;
     char id[48];
-    int cached;                /* prompt tokens found in the slot's cache */
-    int steps;                 /* tokens sampled (an end token too) */
     StopReason stop;
     Buf text;                  /* not streamed: the reply's text so far */
     ApiLogprobs logprobs;      /* not streamed: its tokens' log-probabilities */
-    Buf out;                   /* bytes for the connection to send */
-    bool done;                 /* the engine is finished with it: out is all there is */
-    bool cancelled;            /* the client went away: the engine drops it */
-    bool refused;              /* the server stopped before it got a slot */
-    Job *next;                 /* in the queue */
-};
+    Buf out;                   /* bytes for the connection to send (under the lock) */
+    bool done;                 /* the engine is finished with it: out is all there is (under the lock) */
+    bool cancel_sent;          /* the connection asked the engine to drop it */
+} Job;
 
-typedef struct {
-    Sequence seq;
-    Job *job;                  /* the request it is generating, or NULL when free */
-    unsigned long long last_used; /* when it last took a request, to pick the least recently used */
-} Slot;
-
-typedef struct {
+struct Server {
     Model *model;
     Tokenizer *tokenizer;
     const ChatTemplate *template;
     const ServerOptions *opt;
-    Slot *slots;
-    int n_slots;
-    pthread_mutex_t lock;      /* everything below, and the jobs' shared fields */
-    pthread_cond_t work;       /* the engine waits for jobs on it */
+    Engine *engine;
+    pthread_mutex_t lock;      /* the jobs' `out` and `done`, and everything below */
     pthread_cond_t progress;   /* connections wait for their job's output on it */
     pthread_cond_t idle;       /* the last connection's end is signalled on it */
-    Job *queue_head, *queue_tail;
-    int queued;                /* jobs in the queue */
-    int active;                /* jobs in slots */
     int connections;
-    unsigned long long requests; /* jobs taken so far: ids, seeds, slot ages */
     atomic_bool stopping;
     int closing[MAX_CLOSING];  /* refused connections, shut for writing, read until they close */
     double closing_until[MAX_CLOSING];
     int n_closing;
     pthread_mutex_t text_lock; /* the tokenizer's encoder and the template are not thread-safe */
-} Server;
+};
 
 /* ---- signals ---- */
 
@@ -103,238 +87,79 @@ static void catch_signals(void) {
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* ---- the engine ---- */
+/* ---- the engine's events: a reply's bytes ---- */
 
-/* Appends bytes for the job's connection and wakes it (the lock held). */
-static void post(Server *s, Job *job, const Buf *b) {
+/* Appends bytes for the job's connection and wakes it; `done` when they
+ * are the last. */
+static void post(Job *job, const Buf *b, bool done) {
+    Server *s = job->s;
+    pthread_mutex_lock(&s->lock);
     if (b->len) buf_add(&job->out, b->data, b->len);
+    if (done) job->done = true;
     pthread_cond_broadcast(&s->progress);
+    pthread_mutex_unlock(&s->lock);
 }
 
 static ApiUsage usage_of(const Job *job) {
-    return (ApiUsage){.prompt_tokens = (int)job->prompt.n, .cached_tokens = job->cached, .completion_tokens = job->steps};
+    return (ApiUsage){.prompt_tokens = (int)job->prompt.n, .cached_tokens = job->engine.cached,
+                      .completion_tokens = job->engine.generated};
 }
 
-/* The end of a reply: its last bytes (the whole response when not
- * streamed), and the slot freed. */
-static void finish(Server *s, Slot *slot, StopReason stop) {
-    Job *job = slot->job;
-    job->stop = stop;
-    ApiUsage usage = usage_of(job);
+/* A stream's first chunk (the role of a chat's reply). */
+static void on_started(Job *job) {
+    if (!job->request.stream) return;
     Buf b = {0};
-    if (job->request.stream)
-        api_stream_end(&b, &job->reply, stop, job->request.include_usage ? &usage : NULL);
-    else
-        api_response(&b, &job->reply, job->text.data ? job->text.data : "", job->text.len,
-                     job->request.logprobs >= 0 ? &job->logprobs : NULL, stop, &usage);
-    pthread_mutex_lock(&s->lock);
-    post(s, job, &b);
-    job->done = true;
-    slot->job = NULL;
-    s->active--;
-    pthread_mutex_unlock(&s->lock);
+    api_stream_start(&b, &job->reply);
+    post(job, &b, false);
     buf_free(&b);
 }
 
-/* Takes one step's result into the job: text, logprobs, and the end. */
-static void take_step(Server *s, Slot *slot, const Step *step) {
-    Job *job = slot->job;
-    job->steps++;
+/* One step's text and log-probabilities: a stream's chunk, or kept for the
+ * whole response. */
+static void on_token(Job *job, const Step *step) {
     bool logprobs = job->request.logprobs >= 0 && step->stop != STOP_EOS;
     if (job->request.stream) {
         ApiLogprobs one = {0};
-        if (logprobs) api_logprobs_add(&one, job->request.kind, s->tokenizer, step);
+        if (logprobs) api_logprobs_add(&one, job->request.kind, job->s->tokenizer, step);
         Buf b = {0};
         if (step->len || logprobs) api_stream_text(&b, &job->reply, step->text, step->len, logprobs ? &one : NULL);
-        pthread_mutex_lock(&s->lock);
-        post(s, job, &b);
-        pthread_mutex_unlock(&s->lock);
+        post(job, &b, false);
         buf_free(&b);
         api_logprobs_free(&one);
     } else {
         buf_add(&job->text, step->text, step->len);
-        if (logprobs) api_logprobs_add(&job->logprobs, job->request.kind, s->tokenizer, step);
-        pthread_mutex_lock(&s->lock);
-        post(s, job, &(Buf){0});
-        pthread_mutex_unlock(&s->lock);
-    }
-    if (step->stop != STOP_NONE) finish(s, slot, step->stop);
-}
-
-/* Ends a reply the engine did not finish: the client left (nothing more
- * to say), or the server is stopping (the text held back, then the end). */
-static void interrupt(Server *s, Slot *slot, bool client_left) {
-    Job *job = slot->job;
-    if (client_left) {
-        pthread_mutex_lock(&s->lock);
-        job->done = true;
-        slot->job = NULL;
-        s->active--;
-        pthread_cond_broadcast(&s->progress);
-        pthread_mutex_unlock(&s->lock);
-        return;
-    }
-    size_t len;
-    const char *rest = sequence_flush(&slot->seq, &len);
-    if (job->request.stream) {
-        Buf b = {0};
-        if (len) api_stream_text(&b, &job->reply, rest, len, NULL);
-        pthread_mutex_lock(&s->lock);
-        post(s, job, &b);
-        pthread_mutex_unlock(&s->lock);
-        buf_free(&b);
-    } else {
-        buf_add(&job->text, rest, len);
-    }
-    finish(s, slot, STOP_INTERRUPTED);
-}
-
-/* How many of the slot's cached tokens the prompt begins with. */
-static int common_prefix(const Slot *slot, const TokenIds *prompt) {
-    const Sequence *q = &slot->seq;
-    int n = 0;
-    while (n < q->n_cached && (size_t)n < prompt->n && q->tokens.ids[n] == prompt->ids[n]) n++;
-    return n;
-}
-
-/* Puts a job in a slot: its settings, its prompt (the cached start kept). */
-static void start(Server *s, Slot *slot, Job *job) {
-    Sequence *q = &slot->seq;
-    ApiRequest *r = &job->request;
-    GenerationConfig *g = &r->generation;
-    unsigned long long n = ++s->requests;
-    if (!r->seed_given && !s->opt->seed_given) g->sampling.seed = mix64(g->sampling.seed ^ n);
-    Error e;
-    Sampler *sampler = sampler_new(&g->sampling, s->model->config.vocab_size, &e);
-    if (!sampler) die("%s", e.msg);  /* api.c checked the settings */
-    sampler_free(q->sampler);
-    q->sampler = sampler;
-    q->config = *g;
-    q->logprobs = r->logprobs;
-    sequence_set_stops(q, r->stops, r->n_stops);
-    job->cached = sequence_start(q, job->prompt.ids, (int)job->prompt.n);
-    slot->job = job;
-    slot->last_used = n;
-    s->active++;
-    if (r->stream) {
-        Buf b = {0};
-        api_stream_start(&b, &job->reply);
-        post(s, job, &b);
-        buf_free(&b);
+        if (logprobs) api_logprobs_add(&job->logprobs, job->request.kind, job->s->tokenizer, step);
     }
 }
 
-/* The free slot for a prompt: of those whose cache it shares at least half
- * of (an empty slot counts), the one it shares the longest start with;
- * else the least recently used, so that a prompt that merely begins alike
- * (the same system prompt) does not evict another conversation's cache. */
-static Slot *choose_slot(Server *s, const TokenIds *prompt) {
-    Slot *best = NULL, *oldest = NULL;
-    int best_prefix = -1;
-    for (int i = 0; i < s->n_slots; i++) {
-        Slot *slot = &s->slots[i];
-        if (slot->job) continue;
-        if (!oldest || slot->last_used < oldest->last_used) oldest = slot;
-        int prefix = common_prefix(slot, prompt);
-        if (2 * prefix < slot->seq.n_cached) continue;
-        if (prefix > best_prefix || (prefix == best_prefix && slot->last_used < best->last_used))
-            best = slot, best_prefix = prefix;
-    }
-    return best ? best : oldest;
-}
-
-/* Gives queued jobs the free slots (choose_slot), in their order. */
-static void admit(Server *s) {
-    while (s->queue_head) {
-        Job *job = s->queue_head;
-        Slot *best = choose_slot(s, &job->prompt);
-        if (!best) return;
-        s->queue_head = job->next;
-        if (!s->queue_head) s->queue_tail = NULL;
-        s->queued--;
-        if (job->cancelled) {
-            /* Its client left while it waited. */
-            job->done = true;
-            pthread_cond_broadcast(&s->progress);
-            continue;
+/* The end: the text held back, then the last chunks (the whole response
+ * when not streamed). A request cancelled or refused says nothing more. */
+static void on_ended(Job *job, const EngineEvent *event) {
+    Buf b = {0};
+    job->stop = event->stop;
+    if (!job->engine.cancelled && !job->engine.refused) {
+        ApiUsage usage = usage_of(job);
+        if (job->request.stream) {
+            if (event->len) api_stream_text(&b, &job->reply, event->text, event->len, NULL);
+            api_stream_end(&b, &job->reply, event->stop, job->request.include_usage ? &usage : NULL);
+        } else {
+            buf_add(&job->text, event->text, event->len);
+            api_response(&b, &job->reply, job->text.data ? job->text.data : "", job->text.len,
+                         job->request.logprobs >= 0 ? &job->logprobs : NULL, event->stop, &usage);
         }
-        start(s, best, job);
     }
+    post(job, &b, true);
+    buf_free(&b);
 }
 
-static bool any_active(const Server *s) {
-    for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].job) return true;
-    return false;
-}
-
-/* One forward pass: the pending token of every decoding slot, and a chunk
- * of each prompt being fed; then a step for each slot whose tokens are
- * all in. */
-static void engine_step(Server *s, Chunk *chunks, Slot **owners) {
-    int budget = s->model->state.max_tokens, n = 0, decoding = 0;
-    for (int i = 0; i < s->n_slots; i++) {
-        Sequence *q = &s->slots[i].seq;
-        if (s->slots[i].job && sequence_pending(q) > 0 && q->n_cached >= q->reply_start) decoding++;
+static void on_event(void *ctx, EngineRequest *r, const EngineEvent *event) {
+    (void)r;
+    Job *job = ctx;
+    switch (event->kind) {
+    case ENGINE_STARTED: on_started(job); break;
+    case ENGINE_TOKEN: on_token(job, event->step); break;
+    case ENGINE_ENDED: on_ended(job, event); break;
     }
-    /* Decoding slots first (one token each), then prompts in what is left. */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < s->n_slots && budget > 0; i++) {
-            Slot *slot = &s->slots[i];
-            Sequence *q = &slot->seq;
-            int pending = slot->job ? sequence_pending(q) : 0;
-            bool is_decoding = q->n_cached >= q->reply_start;
-            if (pending == 0 || is_decoding != (pass == 0)) continue;
-            int take = pending < budget ? pending : budget;
-            if (decoding && take > PREFILL_CHUNK) take = PREFILL_CHUNK;
-            chunks[n] = (Chunk){.cache = &q->cache, .tokens = q->tokens.ids + q->n_cached, .n_tokens = take, .pos = q->n_cached};
-            owners[n++] = slot;
-            budget -= take;
-        }
-    if (n == 0) return;
-    float *logits = forward_batch(s->model, chunks, n);
-    int vocab = s->model->config.vocab_size;
-    for (int i = 0; i < n; i++) {
-        Sequence *q = &owners[i]->seq;
-        sequence_fed(q, chunks[i].n_tokens);
-        if (sequence_pending(q) > 0) continue;
-        Step step = sequence_step(q, logits + (size_t)i * vocab);
-        take_step(s, owners[i], &step);
-    }
-}
-
-static void *engine_main(void *arg) {
-    Server *s = arg;
-    Chunk *chunks = xmalloc((size_t)s->n_slots * sizeof *chunks);
-    Slot **owners = xmalloc((size_t)s->n_slots * sizeof *owners);
-    bool *cancelled = xmalloc((size_t)s->n_slots * sizeof *cancelled);
-    for (;;) {
-        pthread_mutex_lock(&s->lock);
-        while (!atomic_load(&s->stopping) && !any_active(s) && !s->queue_head) pthread_cond_wait(&s->work, &s->lock);
-        bool stopping = atomic_load(&s->stopping);
-        for (int i = 0; i < s->n_slots; i++) cancelled[i] = s->slots[i].job && s->slots[i].job->cancelled;
-        pthread_mutex_unlock(&s->lock);
-        /* Replies whose client left end here; when stopping, all of them. */
-        for (int i = 0; i < s->n_slots; i++)
-            if (s->slots[i].job && (cancelled[i] || stopping)) interrupt(s, &s->slots[i], cancelled[i]);
-        pthread_mutex_lock(&s->lock);
-        if (stopping) {
-            /* The waiting requests are refused. */
-            for (Job *job = s->queue_head; job; job = job->next) job->refused = job->done = true;
-            s->queue_head = s->queue_tail = NULL;
-            s->queued = 0;
-            pthread_cond_broadcast(&s->progress);
-            pthread_mutex_unlock(&s->lock);
-            break;
-        }
-        admit(s);
-        pthread_mutex_unlock(&s->lock);
-        engine_step(s, chunks, owners);
-    }
-    free(chunks);
-    free(owners);
-    free(cancelled);
-    return NULL;
 }
 
 /* ---- connections: reading ---- */
@@ -461,24 +286,22 @@ static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, Error
     pthread_mutex_unlock(&s->text_lock);
     int capacity = s->model->max_context;
     if (rc == 0 && ids->n == 0) rc = fail(e, "the prompt is empty");
-    if (rc == 0 && (int)ids->n >= capacity)
-        rc = fail(e, "the prompt is %zu tokens, longer than the context of %d leaves room for", ids->n, capacity - 1);
+    if (rc == 0 && (int)ids->n > capacity)
+        rc = fail(e, "the prompt is %zu tokens, longer than the context of %d: shorten it, or start the server with a "
+                     "larger -c", ids->n, capacity);
     return rc;
 }
 
-/* Queues a job; false when the queue is full or the server stopping. */
+/* Hands a job to the engine; false when every slot and the queue are
+ * taken or the server is stopping. */
 static bool submit(Server *s, Job *job) {
-    pthread_mutex_lock(&s->lock);
-    bool ok = !atomic_load(&s->stopping) && s->active + s->queued < s->n_slots + s->opt->queue;
-    if (ok) {
-        if (s->queue_tail) s->queue_tail->next = job;
-        else s->queue_head = job;
-        s->queue_tail = job;
-        s->queued++;
-        pthread_cond_signal(&s->work);
-    }
-    pthread_mutex_unlock(&s->lock);
-    return ok;
+    const ApiRequest *r = &job->request;
+    job->s = s;
+    job->engine = (EngineRequest){.prompt = job->prompt.ids, .n_prompt = (int)job->prompt.n, .generation = r->generation,
+                                  .seed_given = r->seed_given || s->opt->seed_given, .stops = r->stops,
+                                  .n_stops = r->n_stops, .logprobs = r->logprobs, .on_event = on_event, .ctx = job};
+    EngineRequest *one = &job->engine;
+    return engine_submit(s->engine, &one, 1);
 }
 
 /* Sends what the engine has written for the job until it is done; a client
@@ -507,9 +330,9 @@ static void relay(Conn *c, Job *job, bool chunked, Outcome *o) {
         }
         if (job->done) break;
         if (!gone && client_left(c)) gone = true;
-        if (gone && !job->cancelled) {
-            job->cancelled = true;
-            pthread_cond_signal(&s->work);
+        if (gone && !job->cancel_sent) {
+            job->cancel_sent = true;
+            engine_cancel(s->engine, &job->engine);
         }
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -519,12 +342,12 @@ static void relay(Conn *c, Job *job, bool chunked, Outcome *o) {
     }
     pthread_mutex_unlock(&s->lock);
     buf_free(&pending);
-    o->cached_tokens = job->cached;
-    o->generated_tokens = job->steps;
-    if (gone || job->cancelled) {
+    o->cached_tokens = job->engine.cached;
+    o->generated_tokens = job->engine.generated;
+    if (gone || job->engine.cancelled) {
         o->status = 499;  /* the client closed the connection (nginx's code, for the log) */
         o->close = true;
-    } else if (job->refused) {
+    } else if (job->engine.refused) {
         o->status = 503;
         respond_error(c, 503, "the server is shutting down", "Retry-After: 1\r\n", false);
         o->close = true;
@@ -957,19 +780,16 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
         return fail(e, "pipe: %s", strerror(errno));
     }
     catch_signals();
-    Server s = {.model = m, .tokenizer = t, .template = template, .opt = o, .n_slots = o->parallel};
+    Server s = {.model = m, .tokenizer = t, .template = template, .opt = o};
     pthread_mutex_init(&s.lock, NULL);
     pthread_mutex_init(&s.text_lock, NULL);
-    pthread_cond_init(&s.work, NULL);
     pthread_cond_init(&s.progress, NULL);
     pthread_cond_init(&s.idle, NULL);
     atomic_init(&s.stopping, false);
-    s.slots = xcalloc((size_t)o->parallel, sizeof *s.slots);
-    for (int i = 0; i < o->parallel; i++) sequence_init(&s.slots[i].seq, m, t, &o->defaults, m->max_context);
-    pthread_t engine;
-    if (pthread_create(&engine, NULL, engine_main, &s) != 0) die("cannot start the engine thread");
-    fprintf(stderr, "listening on http://%s%s%s:%d (%d slots of %d tokens)\n", strchr(o->host, ':') ? "[" : "", o->host,
-            strchr(o->host, ':') ? "]" : "", port, o->parallel, m->max_context);
+    EngineOptions eo = {.slots = o->parallel, .queue = o->queue, .defaults = o->defaults};
+    s.engine = engine_start(m, t, &eo);
+    fprintf(stderr, "listening on http://%s%s%s:%d (%d slot%s of %d tokens)\n", strchr(o->host, ':') ? "[" : "", o->host,
+            strchr(o->host, ':') ? "]" : "", port, o->parallel, o->parallel == 1 ? "" : "s", m->max_context);
 
     /* Accepts until a signal comes down the pipe. */
     struct pollfd p[MAX_CLOSING + 2];
@@ -986,19 +806,14 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     for (int i = 0; i < s.n_closing; i++) close(s.closing[i]);
     fprintf(stderr, "stopping: ending the replies under way\n");
     close(listen_fd);
-    pthread_mutex_lock(&s.lock);
     atomic_store(&s.stopping, true);
-    pthread_cond_broadcast(&s.work);
-    pthread_mutex_unlock(&s.lock);
-    pthread_join(engine, NULL);
+    engine_stop(s.engine);
     pthread_mutex_lock(&s.lock);
     while (s.connections > 0) pthread_cond_wait(&s.idle, &s.lock);
     pthread_mutex_unlock(&s.lock);
-    for (int i = 0; i < o->parallel; i++) sequence_free(&s.slots[i].seq);
-    free(s.slots);
+    engine_free(s.engine);
     pthread_mutex_destroy(&s.lock);
     pthread_mutex_destroy(&s.text_lock);
-    pthread_cond_destroy(&s.work);
     pthread_cond_destroy(&s.progress);
     pthread_cond_destroy(&s.idle);
     close(wake_pipe[0]);

@@ -1,14 +1,11 @@
 /* server.h - `run serve`: an OpenAI-style HTTP server for one model.
  *
- * One thread accepts connections, one thread per connection reads its
- * requests (http.c) and writes the responses, and one engine thread runs
- * the model for every request at once: `parallel` slots, each a Sequence
- * with its own KV cache; each engine step is one forward pass over the next
- * token of every decoding slot and a chunk of each new prompt. A slot keeps
- * its tokens and cache after a request, and a new request goes to the free
- * slot whose tokens its prompt shares the longest start with, so that a
- * conversation's next turn computes only its new tokens. Requests that find
- * no free slot wait in a bounded queue; past it they get 503. */
+ * One thread accepts connections, and one thread per connection reads its
+ * requests (http.c), turns them into token ids (api.c, the chat template,
+ * the tokenizer) and writes the responses. The model runs in the engine
+ * (engine.h: slots, batching, the prompt cache), whose events become the
+ * reply's bytes here. Requests that find no free slot wait in a bounded
+ * queue; past it they get 503. */
 #ifndef SERVER_H
 #define SERVER_H
 

@@ -20,7 +20,7 @@
  *   fails (with Jinja's message) when used any other way;
  *   the str, dict and list methods templates call, printf-style % and
  *   str.format, range, dict, namespace, raise_exception, strftime_now.
- * template.c lists every filter and test.
+ * jinja/names.c lists every filter and test.
  *
  * Known differences from jinja2: integers are 64-bit (Python's are not:
  * what would overflow is an error), \N{...} escapes and complex numbers

@@ -1,6 +1,7 @@
-/* tokenizer.c - loading tokenizer.json, then encoding (added tokens, NFC,
- * the pre-tokenizer regex, BPE, the post-processor) and decoding (bytes,
- * lossy UTF-8, streaming). */
+/* tokenizer.c - loading tokenizer.json, the BPE model and the added
+ * tokens, then encoding (added tokens, the normalizer, the pre-tokenizer,
+ * BPE, the post-processor) and decoding (bytes and lossy UTF-8, or the
+ * decoder's steps; streaming). */
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -13,23 +14,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "decoder.h"
 #include "json.h"
+#include "normalizer.h"
+#include "pretokenizer.h"
+#include "tokenizer_parts.h"
 #include "unicode.h"
 
 /* The largest vocabulary accepted: bounds what a hostile file can make us
  * allocate (Qwen2 has 151,665 tokens). */
 enum { MAX_VOCAB = 1 << 22 };
-
-/* The pre-tokenizer regexes, as tokenizer.json spells them (JSON-decoded):
- * the patterns implemented, by hand, in tokenizer_piece_end(). */
-static const char *const SPLIT_REGEX[] = {
-    [SPLIT_QWEN2] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-                    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-    [SPLIT_LLAMA3] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
-                     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-    [SPLIT_GPT2] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
-};
-enum { N_SPLIT_PATTERNS = sizeof SPLIT_REGEX / sizeof SPLIT_REGEX[0] };
 
 /* ---- data structures ---- */
 
@@ -109,7 +103,8 @@ struct Tokenizer {
     uint32_t *start;            /* [vocab_size + 1]: token id is bytes[start[id] .. start[id + 1]),
                                    empty when no token has that id */
     uint16_t byte_char[256];    /* the byte-level alphabet: the character that shows each byte */
-    int byte_token[256];        /* the vocabulary token of each single byte, where BPE starts */
+    int byte_token[256];        /* the vocabulary token of each single byte, where BPE starts
+                                   (not byte_level: of each <0xNN>, for byte_fallback; -1 for none) */
     VocabSlot *vocab;           /* hash table of the vocabulary tokens by their bytes */
     size_t vocab_mask;          /* its size - 1 (a power of two) */
     Merge *merges;              /* hash table of merge rules by pair */
@@ -118,9 +113,17 @@ struct Tokenizer {
     int n_added;
     char *added_text;           /* their contents, back to back */
     bool added_starts[256];     /* whether some added token begins with this byte */
-    SplitPattern pattern;       /* the pre-tokenizer's regex */
-    bool nfc;                   /* whether the normalizer is NFC (else there is none) */
+    Normalizer normalizer;
+    PreTokenizer pre_tokenizer;
+    Decoder decoder;
+    bool byte_level;            /* tokens are spelled in the byte-level alphabet, and stored as the bytes
+                                   they stand for; else as spelled (UTF-8, "▁" for a space) */
     bool ignore_merges;         /* BPE: a piece that is a vocabulary token becomes that token */
+    bool byte_fallback;         /* BPE: a character not in the vocabulary becomes its bytes' <0xNN> tokens */
+    int unk_id;                 /* BPE: the token of a character not in the vocabulary otherwise, or -1 */
+    bool fuse_unk;              /* BPE: a run of such characters makes one unk token */
+    char *piece_bytes;          /* not byte_level: what each token stands for mid-text (see decoder_piece), */
+    uint32_t *piece_start;      /* [vocab_size + 1], as bytes and start */
     TokenIds special;           /* the post-processor's ids: n_prefix to put before a text, the rest after it */
     size_t n_prefix;
     PieceCache cache;
@@ -221,14 +224,18 @@ int tokenizer_find(const Tokenizer *t, const char *content, size_t len) {
 
 const char *tokenizer_token(const Tokenizer *t, int id, size_t *len) {
     if (!has_token(t, id)) return NULL;
+    if (!t->byte_level) {
+        *len = t->piece_start[id + 1] - t->piece_start[id];
+        return t->piece_bytes + t->piece_start[id];
+    }
     *len = token_len(t, id);
     return t->bytes + t->start[id];
 }
 
 char *tokenizer_spelling(const Tokenizer *t, int id) {
-    size_t len;
-    const char *bytes = tokenizer_token(t, id, &len);
-    if (!bytes) return NULL;
+    if (!has_token(t, id)) return NULL;
+    size_t len = token_len(t, id);
+    const char *bytes = t->bytes + t->start[id];
     for (int i = 0; i < t->n_added; i++)
         if (t->added[i].id == id) {
             char *out = xmalloc(t->added[i].len + 1);
@@ -238,7 +245,9 @@ char *tokenizer_spelling(const Tokenizer *t, int id) {
         }
     char *out = xmalloc(2 * len + 1);  /* a byte's character takes 1 or 2 bytes */
     size_t n = 0;
-    for (size_t i = 0; i < len; i++) n += utf8_put(t->byte_char[(unsigned char)bytes[i]], out + n);
+    for (size_t i = 0; i < len; i++)
+        if (t->byte_level) n += utf8_put(t->byte_char[(unsigned char)bytes[i]], out + n);
+        else out[n++] = bytes[i];
     out[n] = '\0';
     return out;
 }
@@ -262,10 +271,16 @@ static void make_byte_level_alphabet(uint16_t byte_char[256], int16_t char_byte[
     }
 }
 
-/* Decodes a string of the byte-level alphabet s[0..n) into out (room for n
- * bytes); returns the number of bytes, or -1 when a character is not in the
+/* The bytes a token spelled s[0..n) is stored as, written into out (room
+ * for n bytes): with char_byte (a byte-level tokenizer), the bytes its
+ * characters of the byte-level alphabet stand for; without, its spelling.
+ * Returns the number of bytes, or -1 when a character is not in the
  * alphabet. */
-static long byte_level_decode(const int16_t *char_byte, const char *s, size_t n, char *out) {
+static long spelling_bytes(const int16_t *char_byte, const char *s, size_t n, char *out) {
+    if (!char_byte) {
+        memcpy(out, s, n);
+        return (long)n;
+    }
     long len = 0;
     for (size_t i = 0; i < n;) {
         uint32_t c;
@@ -283,114 +298,50 @@ static long byte_level_decode(const int16_t *char_byte, const char *s, size_t n,
     return len;
 }
 
-/* Up to 40 bytes of s, with control characters as '?', for error messages. */
-static const char *shown(const char *s, size_t n, char out[48]) {
-    size_t cut = n <= 40 ? n : 40;
-    while (cut < n && cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--;
-    for (size_t i = 0; i < cut; i++) out[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7F ? '?' : s[i];
-    strcpy(out + cut, cut < n ? "..." : "");
-    return out;
+/* A boolean option of the BPE model (missing or null: false) into *out. */
+static int read_flag(const JsonValue *model, const char *name, bool *out, Error *e) {
+    const JsonValue *v = json_get(model, name);
+    if (!json_is_null(v) && v->type != JSON_BOOL)
+        return fail(e, "BPE option %s is %s, not a boolean", name, json_type_name(v->type));
+    *out = !json_is_false(v);
+    return 0;
 }
 
-static bool is_string(const JsonValue *v, const char *s) {
-    return v && v->type == JSON_STRING && v->len == strlen(s) && memcmp(v->string, s, v->len) == 0;
-}
-
-static bool is_null(const JsonValue *v) { return !v || v->type == JSON_NULL; }
-
-static bool is_false(const JsonValue *v) { return is_null(v) || (v->type == JSON_BOOL && !v->boolean); }
-
-static bool is_empty_string(const JsonValue *v) { return is_null(v) || is_string(v, ""); }
-
-/* The "type" of a pipeline section, for messages: "BPE", "NFKC", ... */
-static const char *type_of(const JsonValue *section) {
-    const JsonValue *type = json_get(section, "type");
-    return !section ? "(missing)" : type && type->type == JSON_STRING ? type->string : "(no type)";
-}
-
-/* The types of a Sequence's steps, for messages: "Sequence[Split, Digits]". */
-static const char *sequence_types(const JsonValue *steps, char out[128]) {
-    size_t n = (size_t)snprintf(out, 128, "Sequence[");
-    for (size_t i = 0; steps && steps->type == JSON_ARRAY && i < steps->len && n < 128; i++)
-        n += (size_t)snprintf(out + n, 128 - n, "%s%s", i ? ", " : "", type_of(&steps->items[i]));
-    if (n < 128) snprintf(out + n, 128 - n, "]");
-    return out;
-}
-
-/* The BPE model's options: the ones Hugging Face's files use, and
- * ignore_merges (Llama 3). */
+/* The BPE model's options: the ones Hugging Face's files use, ignore_merges
+ * (Llama 3), and byte_fallback, unk_token, fuse_unk (SentencePiece-style). */
 static int read_model_options(Tokenizer *t, const JsonValue *model, Error *e) {
     if (!model || model->type != JSON_OBJECT) return fail(e, "no \"model\" object");
-    if (!is_string(json_get(model, "type"), "BPE"))
-        return fail(e, "model type %s is not supported (only BPE)", type_of(model));
-    if (!is_null(json_get(model, "dropout")) || !is_false(json_get(model, "byte_fallback")) ||
-        !is_empty_string(json_get(model, "continuing_subword_prefix")) ||
-        !is_empty_string(json_get(model, "end_of_word_suffix")))
-        return fail(e, "BPE options (dropout, byte_fallback, subword prefix or suffix) are not supported");
-    const JsonValue *ignore_merges = json_get(model, "ignore_merges");
-    if (!is_null(ignore_merges) && ignore_merges->type != JSON_BOOL)
-        return fail(e, "BPE option ignore_merges is %s, not a boolean", json_type_name(ignore_merges->type));
-    t->ignore_merges = !is_false(ignore_merges);
+    if (!json_is_string(json_get(model, "type"), "BPE"))
+        return fail(e, "model type %s is not supported (only BPE)", section_type(model));
+    if (!json_is_null(json_get(model, "dropout")) || !json_is_empty_string(json_get(model, "continuing_subword_prefix")) ||
+        !json_is_empty_string(json_get(model, "end_of_word_suffix")))
+        return fail(e, "BPE options dropout, continuing_subword_prefix and end_of_word_suffix are not supported");
+    const JsonValue *unk = json_get(model, "unk_token");
+    if (!json_is_null(unk) && unk->type != JSON_STRING)
+        return fail(e, "BPE option unk_token is %s, not a string", json_type_name(unk->type));
+    if (read_flag(model, "ignore_merges", &t->ignore_merges, e) != 0 ||
+        read_flag(model, "byte_fallback", &t->byte_fallback, e) != 0 || read_flag(model, "fuse_unk", &t->fuse_unk, e) != 0)
+        return -1;
     return 0;
 }
 
-/* The pre-tokenizer: a Split by one of the regexes implemented, then the
- * byte-level mapping (Qwen2, Llama 3), or ByteLevel alone, which splits by
- * GPT-2's regex. ByteLevel's use_regex is true when missing, as in Hugging
- * Face's files; after a Split it would split the pieces again. */
-static int read_pre_tokenizer(Tokenizer *t, const JsonValue *pre, Error *e) {
-    char buf[128];
-    if (is_string(json_get(pre, "type"), "ByteLevel")) {
-        if (!is_false(json_get(pre, "add_prefix_space")))
-            return fail(e, "pre_tokenizer ByteLevel with add_prefix_space is not supported");
-        const JsonValue *use_regex = json_get(pre, "use_regex");
-        if (use_regex && use_regex->type == JSON_BOOL && !use_regex->boolean)
-            return fail(e, "pre_tokenizer ByteLevel without its regex (use_regex false) is not supported");
-        t->pattern = SPLIT_GPT2;
-        return 0;
-    }
-    const JsonValue *steps = json_get(pre, "pretokenizers");
-    bool split_then_bytes = is_string(json_get(pre, "type"), "Sequence") && steps && steps->type == JSON_ARRAY &&
-                            steps->len == 2 && is_string(json_get(&steps->items[0], "type"), "Split") &&
-                            is_string(json_get(&steps->items[1], "type"), "ByteLevel");
-    if (!split_then_bytes)
-        return fail(e, "pre_tokenizer %s is not supported (only Sequence[Split, ByteLevel] or ByteLevel)",
-                    is_string(json_get(pre, "type"), "Sequence") ? sequence_types(steps, buf) : type_of(pre));
-    const JsonValue *split = &steps->items[0], *byte_level = &steps->items[1];
-    const JsonValue *regex = json_get(json_get(split, "pattern"), "Regex");
-    if (!regex || regex->type != JSON_STRING)
-        return fail(e, "pre_tokenizer Split has no \"pattern\" regex (a string pattern is not supported)");
-    int pattern = 0;
-    while (pattern < N_SPLIT_PATTERNS && !is_string(regex, SPLIT_REGEX[pattern])) pattern++;
-    if (pattern == N_SPLIT_PATTERNS)
-        return fail(e, "pre_tokenizer Split regex '%s' is not supported (only the Qwen2, Llama 3 and GPT-2 ones)",
-                    shown(regex->string, regex->len, buf));
-    t->pattern = (SplitPattern)pattern;
-    if (!is_string(json_get(split, "behavior"), "Isolated") || !is_false(json_get(split, "invert")))
-        return fail(e, "pre_tokenizer Split options are not supported (need Isolated, not inverted)");
-    const JsonValue *use_regex = json_get(byte_level, "use_regex");
-    if (!is_false(json_get(byte_level, "add_prefix_space")) || !use_regex || !is_false(use_regex))
-        return fail(e, "pre_tokenizer ByteLevel options are not supported after a Split "
-                       "(need add_prefix_space and use_regex false)");
-    return 0;
-}
-
-/* Checks that tokenizer.json describes a pipeline implemented here, and
- * notes its choices in t (all but the post-processor, which names tokens). */
+/* Reads the normalizer, pre-tokenizer and decoder, and checks that the
+ * tokenizer.json describes a pipeline implemented here. Tokens are spelled
+ * in the byte-level alphabet when the pre-tokenizer and the decoder are
+ * ByteLevel; a file with one of them only is refused. */
 static int read_pipeline(Tokenizer *t, const JsonValue *root, Error *e) {
     if (root->type != JSON_OBJECT) return fail(e, "not a JSON object");
     if (read_model_options(t, json_get(root, "model"), e) != 0) return -1;
-
-    const JsonValue *normalizer = json_get(root, "normalizer");
-    if (!is_null(normalizer) && !is_string(json_get(normalizer, "type"), "NFC"))
-        return fail(e, "normalizer %s is not supported (only NFC or none)", type_of(normalizer));
-    t->nfc = !is_null(normalizer);
-    if (read_pre_tokenizer(t, json_get(root, "pre_tokenizer"), e) != 0) return -1;
-
-    const JsonValue *decoder = json_get(root, "decoder");
-    if (!is_string(json_get(decoder, "type"), "ByteLevel"))
-        return fail(e, "decoder %s is not supported (only ByteLevel)", type_of(decoder));
-    if (!is_null(json_get(root, "truncation")) || !is_null(json_get(root, "padding")))
+    if (normalizer_read(&t->normalizer, json_get(root, "normalizer"), e) != 0) return -1;
+    if (pretokenizer_read(&t->pre_tokenizer, json_get(root, "pre_tokenizer"), e) != 0) return -1;
+    if (decoder_read(&t->decoder, json_get(root, "decoder"), e) != 0) return -1;
+    t->byte_level = t->pre_tokenizer.byte_level;
+    if (t->pre_tokenizer.byte_level != t->decoder.byte_level)
+        return fail(e, "the pre_tokenizer is %sByteLevel but the decoder %s (not supported)",
+                    t->byte_level ? "" : "not ", t->byte_level ? "is not" : "is");
+    if (t->byte_level && (t->byte_fallback || !json_is_null(json_get(json_get(root, "model"), "unk_token"))))
+        return fail(e, "BPE options byte_fallback and unk_token are not supported with ByteLevel");
+    if (!json_is_null(json_get(root, "truncation")) || !json_is_null(json_get(root, "padding")))
         return fail(e, "truncation and padding are not supported");
     return 0;
 }
@@ -408,8 +359,8 @@ static int check_added(const JsonValue *a, size_t i, Error *e) {
     if (!content || content->type != JSON_STRING || content->len == 0)
         return fail(e, "added token %zu: \"content\" is not a non-empty string", i);
     if (special && special->type != JSON_BOOL) return fail(e, "added token %zu: \"special\" is not a boolean", i);
-    if (!is_false(json_get(a, "lstrip")) || !is_false(json_get(a, "rstrip")) || !is_false(json_get(a, "single_word")) ||
-        !is_false(json_get(a, "normalized")))
+    if (!json_is_false(json_get(a, "lstrip")) || !json_is_false(json_get(a, "rstrip")) || !json_is_false(json_get(a, "single_word")) ||
+        !json_is_false(json_get(a, "normalized")))
         return fail(e, "added token %zu: lstrip, rstrip, single_word and normalized are not supported", i);
     return 0;
 }
@@ -436,7 +387,7 @@ static size_t count_chars(const char *s, size_t n) {
  * decodes to a newline; then *in_alphabet is set, if asked), or else its
  * content s[0..n) as it is. */
 static size_t added_token_bytes(const int16_t *char_byte, const char *s, size_t n, char *out, bool *in_alphabet) {
-    long len = byte_level_decode(char_byte, s, n, out);
+    long len = spelling_bytes(char_byte, s, n, out);
     if (in_alphabet) *in_alphabet = len >= 0;
     if (len >= 0) return (size_t)len;
     memcpy(out, s, n);
@@ -472,7 +423,8 @@ static int lay_out_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue 
     t->start = xcalloc((size_t)t->vocab_size + 1, sizeof *t->start);
     for (size_t i = 0; i < vocab->len; i++) {
         const JsonMember *m = &vocab->members[i];
-        if (claim_id(t, (int)m->value.number.integer, count_chars(m->key, m->key_len), e) != 0) return -1;
+        size_t len = char_byte ? count_chars(m->key, m->key_len) : m->key_len;
+        if (claim_id(t, (int)m->value.number.integer, len, e) != 0) return -1;
     }
     char *scratch = NULL;
     int rc = 0;
@@ -507,7 +459,7 @@ static int load_vocab(Tokenizer *t, const JsonValue *vocab, const int16_t *char_
     for (size_t i = 0; i < vocab->len && rc == 0; i++) {
         const JsonMember *m = &vocab->members[i];
         int id = (int)m->value.number.integer;
-        if (byte_level_decode(char_byte, m->key, m->key_len, t->bytes + t->start[id]) < 0) {
+        if (spelling_bytes(char_byte, m->key, m->key_len, t->bytes + t->start[id]) < 0) {
             rc = fail(e, "vocab token '%s' is not in the byte-level alphabet", shown(m->key, m->key_len, buf));
             break;
         }
@@ -526,10 +478,14 @@ static int load_vocab(Tokenizer *t, const JsonValue *vocab, const int16_t *char_
             t->vocab[slot] = (VocabSlot){(uint32_t)(hashes[i] >> 32), id};
     }
     free(hashes);
+    /* Where BPE starts: each byte's token, which a byte-level vocabulary
+     * must have; else each byte's <0xNN> token, which byte_fallback uses
+     * when it is there. */
     for (unsigned b = 0; b < 256 && rc == 0; b++) {
-        char byte = (char)b;
-        t->byte_token[b] = vocab_find(t, &byte, 1);
-        if (t->byte_token[b] < 0) rc = fail(e, "the vocabulary has no token for byte 0x%02X", b);
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        t->byte_token[b] = char_byte ? vocab_find(t, (char[]){(char)b}, 1) : vocab_find(t, name, 6);
+        if (char_byte && t->byte_token[b] < 0) rc = fail(e, "the vocabulary has no token for byte 0x%02X", b);
     }
     return rc;
 }
@@ -610,7 +566,7 @@ static int read_template(Tokenizer *t, const JsonValue *template, Error *e) {
         const JsonValue *sequence = json_get(&single->items[i], "Sequence");
         const JsonValue *name = json_get(json_get(&single->items[i], "SpecialToken"), "id");
         if (sequence) {
-            if (!is_string(json_get(sequence, "id"), "A"))
+            if (!json_is_string(json_get(sequence, "id"), "A"))
                 return fail(e, "post_processor TemplateProcessing: the single template's sequence is not $A");
             n_texts++;
             continue;
@@ -640,21 +596,21 @@ static int read_template(Tokenizer *t, const JsonValue *template, Error *e) {
  * most one TemplateProcessing (Llama 3: ByteLevel then TemplateProcessing). */
 static int read_post_processor(Tokenizer *t, const JsonValue *post, Error *e) {
     char buf[128];
-    if (is_null(post)) return 0;
-    bool is_sequence = is_string(json_get(post, "type"), "Sequence");
+    if (json_is_null(post)) return 0;
+    bool is_sequence = json_is_string(json_get(post, "type"), "Sequence");
     const JsonValue *steps = is_sequence ? json_get(post, "processors") : post;
     size_t n = is_sequence ? (steps && steps->type == JSON_ARRAY ? steps->len : 0) : 1;
     bool ok = !is_sequence || (steps && steps->type == JSON_ARRAY), template_seen = false;
     for (size_t i = 0; i < n && ok; i++) {
         const JsonValue *step = is_sequence ? &steps->items[i] : post;
-        if (is_string(json_get(step, "type"), "ByteLevel")) continue;
-        ok = is_string(json_get(step, "type"), "TemplateProcessing") && !template_seen;
+        if (json_is_string(json_get(step, "type"), "ByteLevel")) continue;
+        ok = json_is_string(json_get(step, "type"), "TemplateProcessing") && !template_seen;
         template_seen = true;
         if (ok && read_template(t, step, e) != 0) return -1;
     }
     if (!ok)
         return fail(e, "post_processor %s is not supported (only ByteLevel, TemplateProcessing, a Sequence of them, "
-                       "or none)", is_sequence ? sequence_types(steps, buf) : type_of(post));
+                       "or none)", is_sequence ? sequence_types(steps, buf) : section_type(post));
     return 0;
 }
 
@@ -718,8 +674,8 @@ static int load_merges(Tokenizer *t, const JsonValue *merges, const int16_t *cha
             if (used + left_len + right_len > text_cap)
                 text = xrealloc(text, text_cap = 2 * (used + left_len + right_len), 1);
             MergeText *m = &batch[i];
-            long a = byte_level_decode(char_byte, left, left_len, text + used);
-            long b = a < 0 ? -1 : byte_level_decode(char_byte, right, right_len, text + used + a);
+            long a = spelling_bytes(char_byte, left, left_len, text + used);
+            long b = a < 0 ? -1 : spelling_bytes(char_byte, right, right_len, text + used + a);
             if (a <= 0 || b <= 0) {
                 rc = fail(e, "merge %zu: '%s' is not in the vocabulary", first + i,
                           a <= 0 ? shown(left, left_len, buf) : shown(right, right_len, buf));
@@ -776,29 +732,62 @@ static int load_merges(Tokenizer *t, const JsonValue *merges, const int16_t *cha
     return rc;
 }
 
+/* The BPE model's unk_token, which must be a vocabulary token. */
+static int read_unk(Tokenizer *t, const JsonValue *unk, Error *e) {
+    char buf[48];
+    t->unk_id = -1;
+    if (json_is_null(unk)) return 0;
+    t->unk_id = vocab_find(t, unk->string, unk->len);
+    if (t->unk_id < 0) return fail(e, "BPE unk_token '%s' is not in the vocabulary", shown(unk->string, unk->len, buf));
+    return 0;
+}
+
+/* What each token stands for mid-text, for tokenizer_token (not for a
+ * byte-level tokenizer, whose tokens are stored so). */
+static void make_pieces(Tokenizer *t) {
+    Bytes all = {0};
+    t->piece_start = xmalloc(((size_t)t->vocab_size + 1) * sizeof *t->piece_start);
+    for (int id = 0; id < t->vocab_size; id++) {
+        t->piece_start[id] = (uint32_t)all.len;
+        size_t len;
+        char *piece = has_token(t, id) ? decoder_piece(&t->decoder, t->bytes + t->start[id], token_len(t, id), &len) : NULL;
+        if (piece) bytes_add(&all, piece, len);
+        free(piece);
+    }
+    t->piece_start[t->vocab_size] = (uint32_t)all.len;
+    bytes_add(&all, "", 0);
+    t->piece_bytes = all.text;
+}
+
 Tokenizer *tokenizer_load(const char *path, Error *e) {
     JsonDoc doc;
     if (json_parse_file(&doc, path, e) != 0) return NULL;
     Tokenizer *t = xcalloc(1, sizeof *t);
-    int16_t char_byte[ALPHABET_END];
-    make_byte_level_alphabet(t->byte_char, char_byte);
+    int16_t alphabet[ALPHABET_END];
+    make_byte_level_alphabet(t->byte_char, alphabet);
     const JsonValue *model = json_get(&doc.root, "model"), *vocab = json_get(model, "vocab"),
                     *added = json_get(&doc.root, "added_tokens");
     const JsonValue no_added = {.type = JSON_ARRAY};
     Error why;
     int rc = read_pipeline(t, &doc.root, &why);
     if (rc == 0 && (!vocab || vocab->type != JSON_OBJECT)) rc = fail(&why, "no \"model.vocab\" object");
-    if (rc == 0 && !is_null(added) && added->type != JSON_ARRAY)
+    if (rc == 0 && !json_is_null(added) && added->type != JSON_ARRAY)
         rc = fail(&why, "\"added_tokens\" is %s, not an array", json_type_name(added->type));
-    if (is_null(added)) added = &no_added;
+    if (json_is_null(added)) added = &no_added;
     bool *shared = xcalloc(added->len + 1, sizeof *shared);
+    const int16_t *char_byte = t->byte_level ? alphabet : NULL;
     if (rc == 0) rc = lay_out_tokens(t, vocab, added, char_byte, shared, &why);
     if (rc == 0) rc = load_vocab(t, vocab, char_byte, &why);
     if (rc == 0) rc = load_added(t, vocab, added, shared, char_byte, &why);
     free(shared);
+    if (rc == 0) rc = read_unk(t, json_get(model, "unk_token"), &why);
     if (rc == 0) rc = read_post_processor(t, json_get(&doc.root, "post_processor"), &why);
     if (rc == 0) rc = load_merges(t, json_get(model, "merges"), char_byte, &why);
+    normalizer_own(&t->normalizer);
+    pretokenizer_own(&t->pre_tokenizer);
+    decoder_own(&t->decoder);
     json_free(&doc);
+    if (rc == 0 && !t->byte_level) make_pieces(t);
     if (rc != 0) {
         fail(e, "%s: %s", path, why.msg);
         tokenizer_free(t);
@@ -812,6 +801,11 @@ Tokenizer *tokenizer_load(const char *path, Error *e) {
 
 void tokenizer_free(Tokenizer *t) {
     if (!t) return;
+    normalizer_free(&t->normalizer);
+    pretokenizer_free(&t->pre_tokenizer);
+    decoder_free(&t->decoder);
+    free(t->piece_bytes);
+    free(t->piece_start);
     free(t->bytes);
     free(t->start);
     free(t->vocab);
@@ -881,6 +875,38 @@ static Candidate pop_candidate(Tokenizer *t) {
     return top;
 }
 
+/* The tokens BPE starts from, into t->symbols (room for n): for a
+ * byte-level tokenizer each byte's; else each character's, and for a
+ * character not in the vocabulary its bytes' <0xNN> tokens (byte_fallback,
+ * when all are there), or the unk token (fuse_unk: one for a run of such
+ * characters), or nothing when there is no unk token. Returns how many. */
+static size_t first_symbols(Tokenizer *t, const char *piece, size_t n) {
+    Symbol *sym = t->symbols;
+    if (t->byte_level) {
+        for (size_t i = 0; i < n; i++) sym[i].id = t->byte_token[(unsigned char)piece[i]];
+        return n;
+    }
+    size_t count = 0;
+    bool unk_last = false;  /* the last token is an unk for characters not in the vocabulary */
+    for (size_t i = 0, len; i < n; i += len) {
+        uint32_t c;
+        bool truncated;
+        len = utf8_next(piece + i, n - i, &c, &truncated);
+        int id = vocab_find(t, piece + i, len);
+        bool bytes = id < 0 && t->byte_fallback;
+        for (size_t k = 0; bytes && k < len; k++) bytes = t->byte_token[(unsigned char)piece[i + k]] >= 0;
+        if (id >= 0) {
+            sym[count++].id = id;
+        } else if (bytes) {
+            for (size_t k = 0; k < len; k++) sym[count++].id = t->byte_token[(unsigned char)piece[i + k]];
+        } else if (t->unk_id >= 0 && !(t->fuse_unk && unk_last)) {
+            sym[count++].id = t->unk_id;
+        }
+        unk_last = id < 0 && !bytes && t->unk_id >= 0;
+    }
+    return count;
+}
+
 /* Merges the bytes of one piece into tokens and appends their ids: while
  * some neighbouring pair has a merge rule, the pair with the lowest rank
  * (the leftmost of equals) becomes one token. A heap of candidate pairs
@@ -890,8 +916,9 @@ static Candidate pop_candidate(Tokenizer *t) {
 static void bpe(Tokenizer *t, const char *piece, size_t n, TokenIds *out) {
     if (n > t->symbols_cap) t->symbols = xrealloc(t->symbols, t->symbols_cap = n, sizeof *t->symbols);
     Symbol *sym = t->symbols;
-    for (size_t i = 0; i < n; i++)
-        sym[i] = (Symbol){t->byte_token[(unsigned char)piece[i]], i == 0 ? NONE : i - 1, i + 1 == n ? NONE : i + 1};
+    n = first_symbols(t, piece, n);
+    if (n == 0) return;
+    for (size_t i = 0; i < n; i++) sym[i].prev = i == 0 ? NONE : i - 1, sym[i].next = i + 1 == n ? NONE : i + 1;
     t->heap_n = 0;
     for (size_t i = 0; i + 1 < n; i++) push_candidate(t, i, i + 1);
     while (t->heap_n > 0) {
@@ -962,130 +989,25 @@ static void encode_piece(Tokenizer *t, const char *piece, size_t n, TokenIds *ou
     cache_add(&t->cache, piece, n, hash, out->ids + before, out->n - before);
 }
 
-/* ---- the pre-tokenizer regexes, by hand ----
- *
- * Qwen2 and Llama 3:
- *   (?i:'s|'t|'re|'ve|'m|'ll|'d)     1. a contraction, in any case
- *   |[^\r\n\p{L}\p{N}]?\p{L}+        2. letters, after at most one other character
- *   |\p{N}       Llama 3: \p{N}{1,3} 3. a number character (Llama 3: up to three)
- *   | ?[^\s\p{L}\p{N}]+[\r\n]*       4. punctuation, after at most one space
- *   |\s*[\r\n]+                      5. white space up to its last newline
- *   |\s+(?!\S)                       6. white space but the last one before text
- *   |\s+                             7. white space
- * GPT-2 (ByteLevel's own regex):
- *   's|'t|'re|'ve|'m|'ll|'d          1. a contraction, in lower case
- *   | ?\p{L}+                        2. letters, after at most one space
- *   | ?\p{N}+                        3. numbers, after at most one space
- *   | ?[^\s\p{L}\p{N}]+              4. punctuation, after at most one space
- *   |\s+(?!\S)|\s+                   5, 6. white space, as 6 and 7 above
- *
- * As in Oniguruma, the first alternative that matches at a position wins,
- * even when a later one would match more. Every character matches some
- * alternative, so the pieces cover the whole text. \s is Unicode's
- * White_Space (U+0085 is, U+200B and U+FEFF are not), and " " is U+0020. */
+/* The pre-tokenizer hands each piece to BPE through a sink. */
+typedef struct {
+    Tokenizer *t;
+    TokenIds *out;
+} PieceSink;
 
-/* The regex's class of the character at s[i] (a UNICODE_LETTER, _NUMBER or
- * _SPACE bit; none for punctuation and everything else), with its length. */
-static unsigned class_at(const char *s, size_t n, size_t i, size_t *len) {
-    uint32_t c = (unsigned char)s[i];
-    bool truncated;
-    if (c < 0x80) {
-        *len = 1;
-        return unicode_ascii_class((unsigned char)c);
-    }
-    *len = utf8_next(s + i, n - i, &c, &truncated);
-    return unicode_class(c) & (UNICODE_LETTER | UNICODE_NUMBER | UNICODE_SPACE);
-}
-
-/* The end of the run of characters of class cls that starts at s[i], and
- * holds at most max of them. */
-static size_t run_end(const char *s, size_t n, size_t i, unsigned cls, size_t max) {
-    size_t len;
-    for (size_t count = 0; count < max && i < n && class_at(s, n, i, &len) == cls; count++) i += len;
-    return i;
-}
-
-static bool is_newline(char c) { return c == '\r' || c == '\n'; }
-
-static char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
-
-/* The length of the contraction ('s, 't, 're, 've, 'm, 'll or 'd) at
- * s[0] == '\'', or 0. With any_case, as (?i:...) matches: in upper or lower
- * case, and U+017F LONG S for the s (case folding makes it an s). */
-static size_t contraction_len(const char *s, size_t n, bool any_case) {
-    char a = n > 1 ? s[1] : 0, b = n > 2 ? s[2] : 0;
-    if (any_case && a == '\xC5' && b == '\xBF') return 3;
-    if (any_case) a = ascii_lower(a), b = ascii_lower(b);
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
-    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
-    return 0;
-}
-
-/* The white space alternatives at s[i], white space: the run of it up to
- * its last newline (only with newlines: Qwen2's 5), or else the run but its
- * last character when text follows (6), or the whole run (6 at the end of
- * the text, or 7). */
-static size_t space_end(const char *s, size_t n, size_t i, bool newlines) {
-    size_t end = i, last = i, after_newline = 0, len;
-    while (end < n && class_at(s, n, end, &len) == UNICODE_SPACE) {
-        if (is_newline(s[end])) after_newline = end + 1;
-        last = end;
-        end += len;
-    }
-    if (newlines && after_newline) return after_newline;
-    return end == n || last == i ? end : last;
-}
-
-/* Qwen2's regex, and Llama 3's with max_digits 3. */
-static size_t qwen_piece_end(const char *s, size_t n, size_t i, size_t max_digits) {
-    size_t len, next_len;
-    unsigned cls = class_at(s, n, i, &len);
-    if (s[i] == '\'') {  /* 1 */
-        size_t m = contraction_len(s + i, n - i, true);
-        if (m) return i + m;
-    }
-    /* 2: the letters start at j, after s[i] if it may lead them */
-    size_t j = (cls & (UNICODE_LETTER | UNICODE_NUMBER)) || is_newline(s[i]) ? i : i + len;
-    if (j < n && class_at(s, n, j, &next_len) == UNICODE_LETTER) return run_end(s, n, j, UNICODE_LETTER, SIZE_MAX);
-    if (cls == UNICODE_NUMBER) return run_end(s, n, i, UNICODE_NUMBER, max_digits);  /* 3 */
-    /* 4: the punctuation starts at j, after s[i] if it is a space */
-    j = s[i] == ' ' ? i + 1 : i;
-    if (j < n && class_at(s, n, j, &next_len) == 0) {
-        j = run_end(s, n, j, 0, SIZE_MAX);
-        while (j < n && is_newline(s[j])) j++;
-        return j;
-    }
-    return space_end(s, n, i, true);  /* 5, 6, 7 */
-}
-
-/* GPT-2's regex. */
-static size_t gpt2_piece_end(const char *s, size_t n, size_t i) {
-    size_t len;
-    if (s[i] == '\'') {  /* 1 */
-        size_t m = contraction_len(s + i, n - i, false);
-        if (m) return i + m;
-    }
-    /* 2, 3, 4: a run of one class, after s[i] if it is a space */
-    size_t j = s[i] == ' ' && i + 1 < n ? i + 1 : i;
-    unsigned cls = class_at(s, n, j, &len);
-    if (cls != UNICODE_SPACE) return run_end(s, n, j, cls, SIZE_MAX);
-    return space_end(s, n, i, false);  /* 5, 6 */
-}
-
-size_t tokenizer_piece_end(SplitPattern p, const char *s, size_t n, size_t i) {
-    return p == SPLIT_GPT2 ? gpt2_piece_end(s, n, i) : qwen_piece_end(s, n, i, p == SPLIT_LLAMA3 ? 3 : 1);
+static void encode_to_sink(void *ctx, const char *piece, size_t n) {
+    PieceSink *sink = ctx;
+    encode_piece(sink->t, piece, n, sink->out);
 }
 
 /* Encodes text with no added tokens in it: the normalizer, the
- * pre-tokenizer, BPE. */
-static void encode_text(Tokenizer *t, const char *s, size_t n, TokenIds *out) {
-    char *normalized = NULL;
-    if (t->nfc && !nfc_quick_check(s, n)) s = normalized = nfc_normalize(s, n, &n);
-    for (size_t i = 0; i < n;) {
-        size_t end = tokenizer_piece_end(t->pattern, s, n, i);
-        encode_piece(t, s + i, end - i, out);
-        i = end;
-    }
+ * pre-tokenizer, BPE. at_start: the text begins the one given to encode. */
+static void encode_text(Tokenizer *t, const char *s, size_t n, bool at_start, TokenIds *out) {
+    if (n == 0) return;
+    size_t len;
+    char *normalized = normalizer_apply(&t->normalizer, s, n, &len);
+    PieceSink sink = {t, out};
+    pretokenize(&t->pre_tokenizer, normalized ? normalized : s, normalized ? len : n, at_start, encode_to_sink, &sink);
     free(normalized);
 }
 
@@ -1133,11 +1055,11 @@ size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode m
             i++;
             continue;
         }
-        encode_text(t, text + done, i - done, out);
+        encode_text(t, text + done, i - done, done == 0, out);
         token_ids_push(out, a->id);
         i = done = i + a->len;
     }
-    encode_text(t, text + done, len - done, out);
+    encode_text(t, text + done, len - done, done == 0, out);
     free(valid);
     if (mode & ENCODE_ADD_SPECIAL)
         for (size_t i = t->n_prefix; i < t->special.n; i++) token_ids_push(out, t->special.ids[i]);
@@ -1161,7 +1083,7 @@ const int *tokenizer_special_suffix(const Tokenizer *t, size_t *n) {
     return t->special.ids ? t->special.ids + t->n_prefix : NULL;
 }
 
-SplitPattern tokenizer_split_pattern(const Tokenizer *t) { return t->pattern; }
+const PreTokenizer *tokenizer_pre_tokenizer(const Tokenizer *t) { return &t->pre_tokenizer; }
 
 /* ---- decoding ---- */
 
@@ -1169,6 +1091,7 @@ void decode_stream_init(DecodeStream *d, const Tokenizer *t) { *d = (DecodeStrea
 
 void decode_stream_free(DecodeStream *d) {
     free(d->out);
+    token_ids_free(&d->window);
     *d = (DecodeStream){0};
 }
 
@@ -1191,7 +1114,65 @@ static void stream_byte(DecodeStream *d, char byte, size_t *len) {
     }
 }
 
+/* The decoder's steps on the spellings of ids[0..n) (an id with no token
+ * is skipped). */
+static char *decode_steps(const Tokenizer *t, const int *ids, size_t n, size_t *len) {
+    const char **tokens = xmalloc((n + 1) * sizeof *tokens);
+    size_t *lens = xmalloc((n + 1) * sizeof *lens), count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (has_token(t, ids[i])) {
+            tokens[count] = t->bytes + t->start[ids[i]];
+            lens[count++] = token_len(t, ids[i]);
+        }
+    char *text = decoder_run(&t->decoder, tokens, lens, count, len);
+    free(tokens);
+    free(lens);
+    return text;
+}
+
+/* Streaming with the decoder's steps, which may look at more than one token
+ * (a run of <0xNN> tokens, the text's first space): the window holds the
+ * ids of the text given out last (n_context of them, whose text is
+ * prefix_len bytes) and those since. Each new id decodes the window again;
+ * what lies beyond the prefix is given out unless it ends in U+FFFD (a
+ * character whose bytes are still to come), and then becomes the context.
+ * A window that waits for more than MAX_HELD ids gives out what it has. */
+enum { MAX_HELD = 16 };
+
+static const char *give_out(DecodeStream *d, bool all, size_t *len) {
+    size_t n;
+    char *text = decode_steps(d->tokenizer, d->window.ids, d->window.n, &n);
+    bool incomplete = n >= 3 && memcmp(text + n - 3, "\xEF\xBF\xBD", 3) == 0;
+    *len = 0;
+    if (n > d->prefix_len && (all || !incomplete || d->window.n - d->n_context > MAX_HELD)) {
+        *len = n - d->prefix_len;
+        if (*len + 1 > d->out_cap) d->out = xrealloc(d->out, d->out_cap = *len + 1, 1);
+        memcpy(d->out, text + d->prefix_len, *len);
+        /* The ids just given out become the context. */
+        size_t fresh = d->window.n - d->n_context;
+        memmove(d->window.ids, d->window.ids + d->n_context, fresh * sizeof *d->window.ids);
+        d->window.n = d->n_context = fresh;
+        free(text);
+        text = decode_steps(d->tokenizer, d->window.ids, d->window.n, &d->prefix_len);
+    }
+    free(text);
+    if (d->out_cap == 0) d->out = xrealloc(d->out, d->out_cap = 1, 1);
+    return d->out;
+}
+
+static const char *steps_stream_push(DecodeStream *d, int id, size_t *len) {
+    token_ids_push(&d->window, id);
+    return give_out(d, false, len);
+}
+
+static const char *steps_stream_flush(DecodeStream *d, size_t *len) {
+    give_out(d, true, len);
+    d->window.n = d->n_context = d->prefix_len = 0;
+    return d->out;
+}
+
 const char *decode_stream_push(DecodeStream *d, int id, size_t *len) {
+    if (!d->tokenizer->byte_level) return steps_stream_push(d, id, len);
     size_t n;
     const char *bytes = tokenizer_token(d->tokenizer, id, &n);
     if (!bytes) n = 0;
@@ -1203,6 +1184,7 @@ const char *decode_stream_push(DecodeStream *d, int id, size_t *len) {
 }
 
 const char *decode_stream_flush(DecodeStream *d, size_t *len) {
+    if (!d->tokenizer->byte_level) return steps_stream_flush(d, len);
     if (d->out_cap < 4) d->out = xrealloc(d->out, d->out_cap = 4, 1);
     *len = d->n_pending ? utf8_put(UNICODE_REPLACEMENT, d->out) : 0;
     d->n_pending = 0;
@@ -1210,6 +1192,7 @@ const char *decode_stream_flush(DecodeStream *d, size_t *len) {
 }
 
 char *tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, size_t *len) {
+    if (!t->byte_level) return decode_steps(t, ids, n, len);
     DecodeStream d;
     decode_stream_init(&d, t);
     size_t cap = 64, used = 0, piece_len;

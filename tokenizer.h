@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "pretokenizer.h"
 #include "util.h"
 
 typedef struct Tokenizer Tokenizer;
@@ -100,25 +101,8 @@ size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, EncodeMode m
 const int *tokenizer_special_prefix(const Tokenizer *t, size_t *n);
 const int *tokenizer_special_suffix(const Tokenizer *t, size_t *n);
 
-/* The pre-tokenizer regexes implemented (by hand, in tokenizer.c), chosen
- * by the one that tokenizer.json's pre_tokenizer spells out:
- *   SPLIT_QWEN2   Qwen2 and Qwen3: letters after at most one other
- *                 character, numbers one digit at a time, contractions in
- *                 any case, white space runs that keep their last space for
- *                 the word after them, newlines on their own;
- *   SPLIT_LLAMA3  the same with numbers in runs of 1 to 3 digits;
- *   SPLIT_GPT2    ByteLevel's own regex (use_regex=true, e.g. GPT-2 and
- *                 SmolLM2): letters, numbers and punctuation each after at
- *                 most one space, lowercase contractions only. */
-typedef enum { SPLIT_QWEN2, SPLIT_LLAMA3, SPLIT_GPT2 } SplitPattern;
-
-/* The pattern t uses. */
-SplitPattern tokenizer_split_pattern(const Tokenizer *t);
-
-/* The pre-tokenizer alone: the end of the piece of pattern p that starts at
- * text[start], in valid UTF-8 text[0..len) (normalized already). Pieces are
- * encoded separately, so no token crosses from one into the next. */
-size_t tokenizer_piece_end(SplitPattern p, const char *text, size_t len, size_t start);
+/* The pre-tokenizer t runs (pretokenizer.h), for inspection. */
+const PreTokenizer *tokenizer_pre_tokenizer(const Tokenizer *t);
 
 /* The text of ids[0..n): a fresh NUL-terminated string of *len bytes. An id
  * with no token gives no text, as Hugging Face's decode skips it (the model's
@@ -131,9 +115,12 @@ char *tokenizer_decode(const Tokenizer *t, const int *ids, size_t n, size_t *len
  * exactly tokenizer_decode() of all the ids. */
 typedef struct {
     const Tokenizer *tokenizer;
-    char pending[4];  /* the start of a character still waiting for bytes */
+    char pending[4];     /* byte-level: the start of a character still waiting for bytes */
     size_t n_pending;
-    char *out;        /* the text the last call gave out */
+    TokenIds window;     /* with a decoder's steps: the ids decoded again at each push */
+    size_t n_context;    /* the first of them, already given out, */
+    size_t prefix_len;   /* whose text is this long */
+    char *out;           /* the text the last call gave out */
     size_t out_cap;
 } DecodeStream;
 

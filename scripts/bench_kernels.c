@@ -5,6 +5,7 @@
  * usage: bench_kernels [PATH]   (PATH: plain, avx2, avx512; default: best)
  * Built and run by scripts/bench_kernels.sh. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,10 +94,11 @@ int main(int argc, char **argv) {
     float *scratch = malloc(attend_scratch_floats(group, n_q, n_keys) * sizeof(float));
     for (size_t i = 0; i < (size_t)n_q * ld; i++) q[i] = uniform();
     for (size_t i = 0; i < (size_t)n_keys * hd; i++) keys[i] = uniform(), values[i] = uniform();
+    AttendSpec spec = {.scale = 1.0f / sqrtf((float)hd), .rows = n_keys};
     int reps = 0;
     double start = cpu_seconds(), elapsed;
     do {
-        attend(out, q, ld, n_q, depth, keys, values, group, hd, scratch);
+        attend(out, q, ld, n_q, depth, keys, values, group, hd, &spec, scratch);
         reps++;
         elapsed = cpu_seconds() - start;
     } while (elapsed < 0.3);

@@ -10,7 +10,7 @@ set -e
 cd "$(dirname "$0")/.."
 runs=${1:-2000}
 make -s run
-objects=$(ls build/*.o | grep -v '/main\.o$')
+objects=$(ls build/*.o build/jinja/*.o | grep -v '/main\.o$')
 cc -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -O3 -march=native -o build/render_template scripts/render_template.c \
     $objects -lm -pthread
 conversation=tests/data/templates/conversations/many_turns.json

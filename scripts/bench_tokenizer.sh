@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 tokenizer=${1:-tests/data/qwen2.5-tokenizer.json}
 runs=${2:-7}
 make -s run tests/data/qwen2.5-tokenizer.json tests/data/qwen3-tokenizer.json
-objects=$(ls build/*.o | grep -v '/main\.o$')
+objects=$(ls build/*.o build/jinja/*.o | grep -v '/main\.o$')
 cc -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -O3 -march=native -o build/bench_tokenizer \
     scripts/bench_tokenizer.c $objects -lm -pthread
 sources=$(ls ./*.c ./*.h | grep -v unicode_tables.h)  # not the generated tables: numbers only

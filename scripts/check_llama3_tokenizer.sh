@@ -24,7 +24,7 @@ for f in "$tokenizer" "$golden"; do
     [ -f "$f" ] || { echo "check_llama3_tokenizer: $f is missing (give the shared folder as an argument)" >&2; exit 1; }
 done
 make -s run tests/data/qwen2.5-tokenizer.json
-objects=$(ls build/*.o | grep -v '/main\.o$')
+objects=$(ls build/*.o build/jinja/*.o | grep -v '/main\.o$')
 cc -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -O2 -o build/check_tokenizer scripts/check_tokenizer.c $objects -lm -pthread
 status=0
 ./build/check_tokenizer "$tokenizer" "$golden" || status=1

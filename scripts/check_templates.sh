@@ -12,7 +12,7 @@
 set -e
 cd "$(dirname "$0")/.."
 make -s run
-objects=$(ls build/*.o | grep -v '/main\.o$')
+objects=$(ls build/*.o build/jinja/*.o | grep -v '/main\.o$')
 cc -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -O2 -o build/render_template scripts/render_template.c $objects -lm -pthread
 if [ $# -eq 0 ]; then
     shared=${SHARED:-../shared}

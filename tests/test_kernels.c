@@ -286,30 +286,57 @@ static void test_conversions(void) {
           "f32 -> bf16 rounds to nearest, ties to even");
 }
 
-/* softmax(q k / sqrt(d)) v in double for one query vector over n keys. */
-static double attention_error(const float *out, const float *q, const float *keys, const float *values, int n, int hd) {
-    double *w = xmalloc((size_t)n * sizeof(double)), max = -INFINITY, sum = 0, err = 0;
-    for (int t = 0; t < n; t++) {
+/* How a case of attention looks back: its scale, soft cap, window and ring. */
+typedef struct {
+    int hd, group, n_q, pos;   /* head dim, heads per key/value head, query tokens, first position */
+    int window, rows;          /* AttendSpec's (rows 0: one per position) */
+    float softcap, scale;      /* scale 0: 1 / sqrt(hd) */
+} AttentionCase;
+
+/* softmax(cap(q k * scale)) v in double for the query vector at position p
+ * over the positions its window holds, keys[t] and values[t] by position. */
+static double attention_error(const float *out, const float *q, const float *keys, const float *values, int p, int hd,
+                              const AttendSpec *spec) {
+    int first = spec->window && p >= spec->window ? p - spec->window + 1 : 0;
+    double *w = xmalloc((size_t)(p + 1) * sizeof(double)), max = -INFINITY, sum = 0, err = 0;
+    for (int t = first; t <= p; t++) {
         w[t] = 0;
         for (int i = 0; i < hd; i++) w[t] += (double)q[i] * keys[(size_t)t * hd + i];
-        w[t] /= sqrt(hd);
+        w[t] *= spec->scale;
+        if (spec->softcap > 0) w[t] = spec->softcap * tanh(w[t] / spec->softcap);
         max = fmax(max, w[t]);
     }
-    for (int t = 0; t < n; t++) sum += w[t] = exp(w[t] - max);
+    for (int t = first; t <= p; t++) sum += w[t] = exp(w[t] - max);
     for (int i = 0; i < hd; i++) {
         double ref = 0;
-        for (int t = 0; t < n; t++) ref += w[t] / sum * values[(size_t)t * hd + i];
+        for (int t = first; t <= p; t++) ref += w[t] / sum * values[(size_t)t * hd + i];
         err = fmax(err, fabs(out[i] - ref));
     }
     free(w);
     return err;
 }
 
+/* keys[t] of every position, as a ring of `rows` rows holds the last ones. */
+static float *as_ring(const float *keys, int n, int rows, int hd) {
+    float *ring = xcalloc((size_t)rows * hd, sizeof(float));
+    for (int t = n > rows ? n - rows : 0; t < n; t++) memcpy(ring + (size_t)(t % rows) * hd, keys + (size_t)t * hd, (size_t)hd * sizeof(float));
+    return ring;
+}
+
 static void test_attention(void) {
-    /* head dim, heads per key/value head, query tokens, first position */
-    int cases[][4] = {{64, 7, 5, 150}, {16, 1, 3, 0}, {20, 2, 40, 30}, {128, 3, 1, 300}, {64, 2, 33, 64}, {28, 2, 3, 70}};
-    for (int c = 0; c < 6; c++) {
-        int hd = cases[c][0], group = cases[c][1], n_q = cases[c][2], pos = cases[c][3], n = pos + n_q;
+    AttentionCase cases[] = {
+        {64, 7, 5, 150, 0, 0, 0, 0}, {16, 1, 3, 0, 0, 0, 0, 0}, {20, 2, 40, 30, 0, 0, 0, 0}, {128, 3, 1, 300, 0, 0, 0, 0},
+        {64, 2, 33, 64, 0, 0, 0, 0}, {28, 2, 3, 70, 0, 0, 0, 0},
+        /* Windows that start inside a tile, at its edge, cover it; rings of keys; Gemma's scale and soft caps. */
+        {64, 4, 32, 200, 7, 0, 0, 0}, {32, 2, 20, 100, 64, 128, 0, 0}, {256, 4, 9, 400, 70, 128, 0, 0},
+        {64, 3, 1, 1000, 512, 576, 0, 0}, {20, 2, 12, 50, 1, 0, 0, 0}, {64, 2, 6, 10, 4, 0, 2.5f, 0},
+        {256, 1, 4, 90, 0, 0, 50.0f, 0.0625f}, {48, 8, 17, 129, 65, 128, 1.0f, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        AttentionCase k = cases[c];
+        int hd = k.hd, group = k.group, n_q = k.n_q, pos = k.pos, n = pos + n_q;
+        AttendSpec spec = {.scale = k.scale ? k.scale : 1.0f / sqrtf((float)hd), .softcap = k.softcap, .window = k.window,
+                           .rows = k.rows ? k.rows : n};
         size_t ld = (size_t)group * hd + 3;  /* rows of q wider than one head group */
         float *q = xmalloc(n_q * ld * sizeof(float)), *keys = xmalloc((size_t)n * hd * sizeof(float));
         float *values = xmalloc((size_t)n * hd * sizeof(float)), *out = xmalloc(n_q * ld * sizeof(float));
@@ -317,30 +344,33 @@ static void test_attention(void) {
         float *scratch = xmalloc(attend_scratch_floats(group, n_q, n) * sizeof(float));
         for (size_t i = 0; i < n_q * ld; i++) q[i] = 3 * uniform();
         for (int i = 0; i < n * hd; i++) keys[i] = uniform(), values[i] = uniform();
+        float *ring_keys = as_ring(keys, n, spec.rows, hd), *ring_values = as_ring(values, n, spec.rows, hd);
         kernels_use("plain", NULL);
         memset(plain, 0, n_q * ld * sizeof(float));
-        attend(plain, q, ld, n_q, pos, keys, values, group, hd, scratch);
+        attend(plain, q, ld, n_q, pos, ring_keys, ring_values, group, hd, &spec, scratch);
         for (int p = 0; p < KERNEL_PATHS; p++) {
             if (!kernel_path_supported(p)) continue;
             kernels_use(kernel_path_name(p), NULL);
             memset(out, 0, n_q * ld * sizeof(float));
-            attend(out, q, ld, n_q, pos, keys, values, group, hd, scratch);
+            attend(out, q, ld, n_q, pos, ring_keys, ring_values, group, hd, &spec, scratch);
             double err = 0;
             bool same_bits = true, as_alone = true;
             for (int i = 0; i < n_q; i++) {
                 for (int g = 0; g < group; g++)
-                    err = fmax(err, attention_error(out + i * ld + g * hd, q + i * ld + g * hd, keys, values, pos + i + 1, hd));
+                    err = fmax(err, attention_error(out + i * ld + g * hd, q + i * ld + g * hd, keys, values, pos + i, hd, &spec));
                 same_bits &= same(out + i * ld, plain + i * ld, (size_t)group * hd);
                 /* A query token alone, at its position, gives the same bits. */
-                attend(alone, q + i * ld, ld, 1, pos + i, keys, values, group, hd, scratch);
+                attend(alone, q + i * ld, ld, 1, pos + i, ring_keys, ring_values, group, hd, &spec, scratch);
                 as_alone &= same(alone, out + i * ld, (size_t)group * hd);
             }
-            CHECK(err < 1e-6, "%s attention, %d tokens x %d heads of %d at %d: softmax(q k / sqrt(d)) v (err %.1e)",
-                  kernels_in_use(), n_q, group, hd, pos, err);
-            CHECK(same_bits, "%s attention, %d heads of %d: = the plain C definition", kernels_in_use(), group, hd);
-            CHECK(as_alone, "%s attention, %d heads of %d: a token alone = in its block", kernels_in_use(), group, hd);
+            CHECK(err < 1e-6, "%s attention, %d tokens x %d heads of %d at %d, window %d, %d rows, cap %g: softmax(cap(q k * "
+                  "scale)) v (err %.1e)", kernels_in_use(), n_q, group, hd, pos, spec.window, spec.rows, spec.softcap, err);
+            CHECK(same_bits, "%s attention, %d heads of %d, window %d: = the plain C definition", kernels_in_use(), group, hd,
+                  spec.window);
+            CHECK(as_alone, "%s attention, %d heads of %d, window %d: a token alone = in its block", kernels_in_use(), group, hd,
+                  spec.window);
         }
-        free(q), free(keys), free(values), free(out), free(plain), free(alone), free(scratch);
+        free(q), free(keys), free(values), free(out), free(plain), free(alone), free(scratch), free(ring_keys), free(ring_values);
     }
 }
 

@@ -397,7 +397,7 @@ static void test_config(void) {
     config_refused("\"num_key_value_heads\": 3", "not a multiple of num_key_value_heads 3");
     config_refused("\"hidden_size\": 66", "hidden_size 66 is not a multiple of num_attention_heads 4");
     config_refused("\"head_dim\": 15", "head_dim 15 is odd");
-    config_refused("\"model_type\": \"mistral\"", "model_type \"mistral\" is not supported");
+    config_refused("\"model_type\": \"gemma2\"", "model_type \"gemma2\" is not supported");
     config_refused("\"hidden_act\": \"gelu\"", "\"hidden_act\" must be \"silu\"");
     config_refused("\"rope_scaling\": {\"type\": \"yarn\"}", "RoPE scaling \"yarn\" is not supported");
     config_refused("\"use_sliding_window\": true", "sliding-window");

@@ -314,7 +314,8 @@ bad({"messages": [{"role": "wizard", "content": "hi"}]}, what="an unknown role")
 bad({"messages": "hi"}, what="messages not a list")
 bad({"messages": [{"role": "user", "content": 5}]}, what="a number as content")
 bad({**good, "n": 2}, what="n = 2")
-bad({**good, "max_tokens": 0}, what="max_tokens = 0")
+bad({**good, "max_tokens": -2}, what="max_tokens = -2")
+bad({**good, "seed": 1e20}, what="seed = 1e20")
 bad({**good, "top_logprobs": 3}, what="top_logprobs without logprobs")
 bad({**good, "logprobs": True, "top_logprobs": 21}, what="top_logprobs = 21")
 bad({**good, "stop": ["a", "b", "c", "d", "e"]}, what="five stop strings")
@@ -365,6 +366,7 @@ check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer repor
 # ---- a second server: the API key, a full queue, disconnects, SIGTERM mid-stream ----
 server = Server("small", "-c", "256", "--parallel", "1", "--queue", "0", "--api-key", "s3cret", "--max-connections", "3")
 key = {"Authorization": "Bearer s3cret"}
+check(server.wait_log(r"\(1 slot of 256 tokens\)"), "one slot: '1 slot', not '1 slots'")
 st, _, data = server.request("POST", "/v1/chat/completions", good)
 check(st == 401 and json_error(b"\r\n\r\n" + data), "--api-key: no key, 401")
 st, _, _ = server.request("POST", "/v1/chat/completions", good, {"Authorization": "Bearer s3cre"})
@@ -424,6 +426,59 @@ check(code == 0, f"SIGTERM with a stream open: exit status 0 (got {code})")
 check(b"data: [DONE]" in got and b'"finish_reason":"stop"' in got, "SIGTERM: the open stream ends with [DONE]")
 log = server.text()
 check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
+
+# ---- the context's edge: prompts of c-2 .. c+1 tokens, max_tokens -1, 0, 1, 5, c ----
+c = 16
+server = Server("edges", "-c", str(c), "--parallel", "3", "--queue", "8", "--seed", "1")
+check(server.wait_log(r"\(3 slots of 16 tokens\)"), "the log line says the slots and their context")
+
+
+def edge(p, limit, first):
+    """A completion of prompt ids [first, 1, 2, ...] (p of them): (status, body)."""
+    ids = [first] + [(7 * i + first) % 500 + 1 for i in range(1, p)]
+    return server.post("/v1/completions", {"prompt": ids, "max_tokens": limit})
+
+
+def check_edge(p, limit, status, body, how):
+    what = f"c {c}, prompt {p}, max_tokens {limit}{how}"
+    if p > c:
+        check(status == 400 and f"longer than the context of {c}" in body["error"]["message"], f"{what}: refused ({body})")
+        return
+    n, finish = body["usage"]["completion_tokens"], body["choices"][0]["finish_reason"]
+    room = max(c - p, 1)
+    least = room if limit < 0 else min(limit, room)
+    ok = status == 200 and n <= c - p + 1 and (limit < 0 or n <= limit) and finish in ("length", "stop")
+    # Only an end token ("stop") may end a reply before the limit or the context.
+    check(ok and (finish == "stop" or n >= least), f"{what}: {n} tokens, finish_reason {finish} ({body})")
+
+
+for limit in (-1, 0, 1, 5, c):
+    for p in range(c - 2, c + 2):
+        status, body = edge(p, limit, 600 + p)
+        check_edge(p, limit, status, body, "")
+    # The four at once: slots at different positions in one batch.
+    got = {}
+    threads = [threading.Thread(target=lambda p=p: got.__setitem__(p, edge(p, limit, 700 + p + 10 * limit)))
+               for p in range(c - 2, c + 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for p in range(c - 2, c + 2):
+        check_edge(p, limit, *got[p], " (at once)")
+check(server.request("GET", "/health")[0] == 200, "after the edges the server still answers")
+code = server.stop()
+check(code == 0, f"SIGTERM: exit status 0 (got {code})")
+log = server.text()
+check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
+
+# ---- serve's flags: only what serve honours ----
+h = subprocess.run([RUN, "serve", "--help"], capture_output=True, text=True)
+check(h.returncode == 0 and "--parallel" in h.stdout and "-v, -vv" not in h.stdout and "--report" not in h.stdout,
+      "serve --help: lists neither -v nor --report")
+for flag in (["-v"], ["--report", os.path.join(TMP, "r.html")]):
+    r = subprocess.run([RUN, "serve", MODEL, *flag], capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and "not available with serve" in r.stderr, f"serve {flag[0]}: refused ({r.stderr.strip()})")
 
 print(f"tests/test_server.sh: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -27,6 +27,12 @@ static Tokenizer *load(const char *name) {
     return t;
 }
 
+/* The regex of t's pre-tokenizer, when it is one Split by a regex, else -1. */
+static int split_regex(const Tokenizer *t) {
+    const PreTokenizer *p = tokenizer_pre_tokenizer(t);
+    return p->n == 1 && p->steps[0].kind == PRETOKENIZE_SPLIT && !p->steps[0].string ? (int)p->steps[0].regex : -1;
+}
+
 static bool same_ids(const TokenIds *got, const int *want, size_t n) {
     return got->n == n && (n == 0 || memcmp(got->ids, want, n * sizeof *want) == 0);
 }
@@ -42,6 +48,24 @@ static char *decode(const Tokenizer *t, const int *ids, size_t n, size_t *len) {
 
 /* ---- the golden files ---- */
 
+/* The text of ids given out one id at a time by a DecodeStream, then the
+ * flush, joined. */
+static char *decode_streamed(const Tokenizer *t, const int *ids, size_t n, size_t *len) {
+    DecodeStream d;
+    decode_stream_init(&d, t);
+    char *text = xmalloc(1);
+    *len = 0;
+    for (size_t i = 0; i <= n; i++) {
+        size_t piece_len;
+        const char *piece = i < n ? decode_stream_push(&d, ids[i], &piece_len) : decode_stream_flush(&d, &piece_len);
+        text = xrealloc(text, *len + piece_len + 1, 1);
+        memcpy(text + *len, piece, piece_len);
+        *len += piece_len;
+    }
+    decode_stream_free(&d);
+    return text;
+}
+
 /* The ids of a golden line's array. */
 static int *golden_ids(const JsonValue *ids) {
     int *out = xmalloc((ids->len + 1) * sizeof *out);
@@ -49,13 +73,10 @@ static int *golden_ids(const JsonValue *ids) {
     return out;
 }
 
-/* Every line's text encodes to its "ids" (added tokens read as such) and,
- * with the post-processor's special tokens, to its "ids_with_special" (when
- * the line has none, the post-processor adds nothing); the ids decode to its
- * "decoded" text. Returns the number of lines; counts those holding a NUL. */
-static int check_golden(Tokenizer *t, const char *name, int *n_with_nul) {
-    unsigned long size;
-    char *data = test_data(name, &size);
+/* check_golden, for lines whose "ids" were made with the special tokens (the
+ * files of ../shared/tokenizer-golden for SentencePiece-style tokenizers):
+ * without them, the ids are those less the post-processor's prefix. */
+static int check_golden_lines(Tokenizer *t, const char *name, char *data, bool ids_with_special, int *n_with_nul) {
     int n_lines = 0;
     for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
         JsonDoc doc;
@@ -64,20 +85,34 @@ static int check_golden(Tokenizer *t, const char *name, int *n_with_nul) {
         const JsonValue *text = json_get(&doc.root, "text"), *ids = json_get(&doc.root, "ids"),
                         *special = json_get(&doc.root, "ids_with_special"), *decoded = json_get(&doc.root, "decoded");
         int *want = golden_ids(ids), *want_special = golden_ids(special ? special : ids);
+        size_t n_want = ids->len, n_want_special = special ? special->len : ids->len;
+        if (ids_with_special) {  /* the post-processor's prefix, then the text's ids */
+            size_t n_prefix;
+            const int *prefix = tokenizer_special_prefix(t, &n_prefix);
+            CHECK(n_want >= n_prefix && memcmp(want, prefix, n_prefix * sizeof *want) == 0,
+                  "%s line %d starts with the post-processor's prefix", name, n_lines + 1);
+            n_want -= n_prefix;
+            memmove(want, want + n_prefix, n_want * sizeof *want);
+        }
         n_lines++;
         *n_with_nul += memchr(text->string, '\0', text->len) != NULL;
 
         TokenIds got = {0}, got_special = {0};
         CHECK(tokenizer_encode(t, text->string, text->len, ENCODE_ADDED_TOKENS, &got) == 0, "%s line %d: valid UTF-8",
               name, n_lines);
-        CHECK(same_ids(&got, want, ids->len), "%s line %d encodes to the golden ids: %.60s", name, n_lines, line);
+        CHECK(same_ids(&got, want, n_want), "%s line %d encodes to the golden ids: %.60s", name, n_lines, line);
         tokenizer_encode(t, text->string, text->len, ENCODE_PROMPT, &got_special);
-        CHECK(same_ids(&got_special, want_special, special ? special->len : ids->len),
+        CHECK(same_ids(&got_special, want_special, n_want_special),
               "%s line %d encodes with special tokens to the golden ids: %.60s", name, n_lines, line);
-        size_t len;
-        char *back = decode(t, want, ids->len, &len);
+        const int *decoded_ids = ids_with_special ? want_special : want;
+        size_t n_decoded = ids_with_special ? n_want_special : n_want, len;
+        char *back = decode(t, decoded_ids, n_decoded, &len);
         CHECK(same_bytes(back, len, decoded->string, decoded->len), "%s line %d decodes to the golden text", name,
               n_lines);
+        free(back);
+        back = decode_streamed(t, decoded_ids, n_decoded, &len);
+        CHECK(same_bytes(back, len, decoded->string, decoded->len), "%s line %d decodes streamed to the golden text",
+              name, n_lines);
         free(back);
         token_ids_free(&got);
         token_ids_free(&got_special);
@@ -85,8 +120,51 @@ static int check_golden(Tokenizer *t, const char *name, int *n_with_nul) {
         free(want_special);
         json_free(&doc);
     }
+    return n_lines;
+}
+
+/* Every line's text encodes to its "ids" (added tokens read as such) and,
+ * with the post-processor's special tokens, to its "ids_with_special" (when
+ * the line has none, the post-processor adds nothing); the ids decode to its
+ * "decoded" text, all at once and streamed. Returns the number of lines;
+ * counts those holding a NUL. */
+static int check_golden(Tokenizer *t, const char *name, int *n_with_nul) {
+    unsigned long size;
+    char *data = test_data(name, &size);
+    int n_lines = check_golden_lines(t, name, data, false, n_with_nul);
     free(data);
     return n_lines;
+}
+
+/* The real SentencePiece-style tokenizers (Gemma 3's; Llama 2's, which is
+ * also TinyLlama's and Mistral 7B's) are not committed, for their licences:
+ * the npm packages of tests/hf_tokenizers bring them (scripts/setup.sh
+ * --tests). Without them this test fails, saying so. */
+static const char *const NPM_TOKENIZERS = "tests/hf_tokenizers/node_modules/@lenml";
+
+static Tokenizer *load_npm(const char *package) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s/models/tokenizer.json", NPM_TOKENIZERS, package);
+    Error e;
+    Tokenizer *t = tokenizer_load(path, &e);
+    CHECK(t != NULL, "%s loads (missing? run 'npm ci --prefix tests/hf_tokenizers'): %s", package, t ? "" : e.msg);
+    return t;
+}
+
+/* Hugging Face's ids and decoded text (../shared/tokenizer-golden) for the
+ * 415 texts of qwen2.5.jsonl, with each real tokenizer. */
+static void test_sentencepiece_golden(Tokenizer *gemma3, Tokenizer *llama2) {
+    const char *const names[] = {"gemma3.jsonl", "llama2-style.jsonl"};
+    Tokenizer *const tokenizers[] = {gemma3, llama2};
+    for (int i = 0; i < 2; i++) {
+        if (!tokenizers[i]) continue;
+        unsigned long size;
+        char *data = test_data(names[i], &size);
+        int n_with_nul = 0;
+        CHECK(check_golden_lines(tokenizers[i], names[i], data, true, &n_with_nul) == 415, "%s: 415 lines", names[i]);
+        CHECK(n_with_nul == 2, "%s: lines with U+0000: %d", names[i], n_with_nul);
+        free(data);
+    }
 }
 
 /* The Qwen3 tokenizer (merges written as pairs) agrees with Qwen2.5's
@@ -126,7 +204,7 @@ static void check_split(SplitPattern p, const char *text, const char *const *pie
     size_t n = strlen(text), at = 0, k = 0;
     bool ok = true;
     while (at < n && ok) {
-        size_t end = tokenizer_piece_end(p, text, n, at);
+        size_t end = split_pattern_end(p, text, n, at);
         ok = pieces[k] && end > at && same_bytes(text + at, end - at, pieces[k], strlen(pieces[k]));
         at = end;
         k++;
@@ -181,8 +259,8 @@ static void test_split(void) {
     SPLIT(SPLIT_QWEN2, "x\xCC\x81y", "x", "\xCC\x81y");
     /* NUL is an ordinary character (text comes with its length). */
     const char nul[] = "a\0b";
-    size_t end = tokenizer_piece_end(SPLIT_QWEN2, nul, 3, 1);
-    CHECK(tokenizer_piece_end(SPLIT_QWEN2, nul, 3, 0) == 1 && end == 3, "split of a, NUL b");
+    size_t end = split_pattern_end(SPLIT_QWEN2, nul, 3, 1);
+    CHECK(split_pattern_end(SPLIT_QWEN2, nul, 3, 0) == 1 && end == 3, "split of a, NUL b");
 
     /* Llama 3: Qwen2's regex but for numbers, in runs of up to three digits
      * from the left (any Unicode number, fullwidth digits too). */
@@ -328,10 +406,10 @@ static void check_special(const Tokenizer *t, const int *prefix, size_t n_prefix
 /* What each tokenizer.json asks for, as its sections say (ids from the
  * files themselves). */
 static void test_pipelines(Tokenizer *qwen25, Tokenizer *qwen3, Tokenizer *llama, Tokenizer *gpt2) {
-    CHECK(tokenizer_split_pattern(qwen25) == SPLIT_QWEN2 && tokenizer_split_pattern(qwen3) == SPLIT_QWEN2,
+    CHECK(split_regex(qwen25) == SPLIT_QWEN2 && split_regex(qwen3) == SPLIT_QWEN2,
           "Qwen's regex");
-    CHECK(tokenizer_split_pattern(llama) == SPLIT_LLAMA3, "the llama-style tokenizer has Llama 3's regex");
-    CHECK(tokenizer_split_pattern(gpt2) == SPLIT_GPT2, "ByteLevel alone splits by GPT-2's regex");
+    CHECK(split_regex(llama) == SPLIT_LLAMA3, "the llama-style tokenizer has Llama 3's regex");
+    CHECK(split_regex(gpt2) == SPLIT_GPT2, "ByteLevel alone splits by GPT-2's regex");
     /* <|begin_of_text|> is 687 in llama-style-tokenizer.json, <s> and </s>
      * are 617 and 618 in gpt2-style-tokenizer.json. */
     check_special(qwen25, NULL, 0, NULL, 0, "Qwen2.5");
@@ -616,22 +694,36 @@ static char *with_template(const char *base, const char *single, const char *spe
 static void test_pipeline_options(const char *base) {
     /* The Llama 3 regex in an otherwise Qwen2 file. */
     Tokenizer *t = load_changed(base, "p{N}| ?", "p{N}{1,3}| ?");
-    CHECK(t && tokenizer_split_pattern(t) == SPLIT_LLAMA3, "Llama 3's regex is read from the file");
+    CHECK(t && split_regex(t) == SPLIT_LLAMA3, "Llama 3's regex is read from the file");
     tokenizer_free(t);
     /* ByteLevel alone (use_regex is true when missing) splits by GPT-2's regex. */
     t = load_changed(base, "\"pre_tokenizer\":{", "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false},\"x\":{");
-    CHECK(t && tokenizer_split_pattern(t) == SPLIT_GPT2, "ByteLevel alone: GPT-2's regex");
+    CHECK(t && split_regex(t) == SPLIT_GPT2, "ByteLevel alone: GPT-2's regex");
     tokenizer_free(t);
     refuse(base, "\"pre_tokenizer\":{", "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true},\"x\":{",
            "pre_tokenizer ByteLevel with add_prefix_space is not supported");
-    refuse(base, "\"pre_tokenizer\":{", "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":false},\"x\":{",
-           "pre_tokenizer ByteLevel without its regex (use_regex false) is not supported");
+    /* ByteLevel without its regex: the text is one piece. */
+    t = load_changed(base, "\"pre_tokenizer\":{", "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":false},\"x\":{");
+    CHECK(t && tokenizer_pre_tokenizer(t)->n == 0 && tokenizer_pre_tokenizer(t)->byte_level,
+          "ByteLevel without its regex: no split");
+    tokenizer_free(t);
     refuse(base, "\"pretokenizers\":[", "\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},",
-           "pre_tokenizer Sequence[Digits, Split, ByteLevel] is not supported");
-    refuse(base, "\"pattern\":{\"Regex\":", "\"pattern\":{\"String\":\" \"},\"x\":{\"Regex\":",
-           "pre_tokenizer Split has no \"pattern\" regex");
-    refuse(base, "\"use_regex\":false}]", "\"use_regex\":true}]", "ByteLevel options are not supported after a Split");
-    refuse(base, "\"use_regex\":false}]", "\"x\":false}]", "ByteLevel options are not supported after a Split");
+           "pre_tokenizer Digits is not supported (only Split, Metaspace, ByteLevel and a Sequence of them)");
+    /* A Split on a string. */
+    t = load_changed(base, "\"pattern\":{\"Regex\":", "\"pattern\":{\"String\":\" \"},\"x\":{\"Regex\":");
+    CHECK(t && tokenizer_pre_tokenizer(t)->n == 1 && tokenizer_pre_tokenizer(t)->steps[0].string_len == 1,
+          "a Split on a string");
+    tokenizer_free(t);
+    /* ByteLevel after a Split with its regex (also when use_regex is
+     * missing: true) splits the pieces again by GPT-2's. */
+    const char *const use_regex[] = {"\"use_regex\":true}]", "\"x\":false}]"};
+    for (int i = 0; i < 2; i++) {
+        t = load_changed(base, "\"use_regex\":false}]", use_regex[i]);
+        const PreTokenizer *p = t ? tokenizer_pre_tokenizer(t) : NULL;
+        CHECK(p && p->n == 2 && p->steps[0].regex == SPLIT_QWEN2 && p->steps[1].regex == SPLIT_GPT2,
+              "Split then ByteLevel with its regex: %s", use_regex[i]);
+        tokenizer_free(t);
+    }
 
     /* No normalizer: a decomposed e-acute stays e, U+0301 (byte tokens: the
      * small tokenizer's ids are the bytes); NFC makes it U+00E9. */
@@ -774,10 +866,13 @@ static void test_hostile(void) {
     refuse(base, "(?i:'s|", "(?i:'S|", "regex '(?i:'S|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}...' is not supported");
     refuse(base, "(?i:'s|", "(?i:'S|", "(only the Qwen2, Llama 3 and GPT-2 ones)");
     refuse(base, "\"type\":\"Sequence\"", "\"type\":\"Whitespace\"", "pre_tokenizer Whitespace is not supported");
-    refuse(base, "\"behavior\":\"Isolated\"", "\"behavior\":\"Removed\"", "Split options");
+    refuse(base, "\"behavior\":\"Isolated\"", "\"behavior\":\"Apart\"", "pre_tokenizer Split behavior Apart is not supported");
+    refuse(base, "\"behavior\":\"Isolated\",\"invert\":false", "\"behavior\":\"Isolated\",\"invert\":1",
+           "pre_tokenizer Split: invert is not a boolean");
     refuse(base, "\"add_prefix_space\":false,\"trim_offsets\":false,\"use_regex\":false}]",
-           "\"add_prefix_space\":true,\"trim_offsets\":false,\"use_regex\":false}]", "ByteLevel options");
-    refuse(base, "\"decoder\"", "\"decoder_\"", "decoder (missing) is not supported");
+           "\"add_prefix_space\":true,\"trim_offsets\":false,\"use_regex\":false}]",
+           "pre_tokenizer ByteLevel with add_prefix_space is not supported");
+    refuse(base, "\"decoder\"", "\"decoder_\"", "there is no decoder (not supported)");
     refuse(base, "\"post_processor\":{\"type\":\"ByteLevel\"", "\"post_processor\":{\"type\":\"TemplateProcessing\"",
            "post_processor TemplateProcessing has no \"single\" array");
     refuse(base, "\"truncation\":null", "\"truncation\":{}", "truncation");
@@ -833,6 +928,8 @@ int main(void) {
     Tokenizer *qwen25 = load("qwen2.5-tokenizer.json"), *qwen3 = load("qwen3-tokenizer.json"),
               *llama = load("llama-style-tokenizer.json"), *gpt2 = load("gpt2-style-tokenizer.json");
     test_golden(qwen25, qwen3, llama, gpt2);
+    Tokenizer *gemma3 = load_npm("tokenizer-gemma3"), *llama2 = load_npm("tokenizer-llama2");
+    test_sentencepiece_golden(gemma3, llama2);
     test_pipelines(qwen25, qwen3, llama, gpt2);
     CHECK(tokenizer_vocab_size(qwen3) == 151669 && tokenizer_find(qwen3, "<think>", 7) == 151667,
           "Qwen3's tokenizer has its 4 more added tokens");
@@ -847,5 +944,7 @@ int main(void) {
     tokenizer_free(qwen3);
     tokenizer_free(llama);
     tokenizer_free(gpt2);
+    tokenizer_free(gemma3);
+    tokenizer_free(llama2);
     return test_summary("test_tokenizer");
 }

@@ -1,0 +1,1267 @@
+/* grammar.c - GBNF grammars compiled to byte-level rules, parsed by a
+ * pushdown automaton whose states are interned and cached, and token masks
+ * made by walking a trie of the vocabulary's bytes.
+ *
+ * The compiled grammar: every rule is a list of alternatives, every
+ * alternative a sequence of elements ending in END. An element is a set of
+ * bytes (one byte of input) or a reference to a rule. Literals become one
+ * byte set per UTF-8 byte; a character class becomes the alternatives of its
+ * UTF-8 byte sequences; groups and repetitions become rules of their own.
+ *
+ * A parse stack is a list of positions (where to go on in an alternative),
+ * innermost first; stacks share their tails, each (position, rest) pair
+ * stored once as a node. A state is the set of stacks alive after the bytes
+ * read, each with a byte set on top (or the empty stack: the input so far is
+ * complete). Reading a byte keeps the stacks whose top set holds it, steps
+ * past it, and expands rule references and finished alternatives until byte
+ * sets are on top again. A reference just before END does not keep a frame
+ * to return to, so right recursion (every repetition) does not deepen the
+ * stack; left recursion is refused when the grammar is compiled. */
+#include "grammar.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EL_BYTES, EL_REF, EL_END };
+
+typedef struct {
+    int kind;  /* EL_BYTES, EL_REF, EL_END */
+    int arg;   /* EL_BYTES: the byte set; EL_REF: the rule */
+} Elem;
+
+typedef struct {
+    uint64_t bits[4];  /* bit b: byte b is in the set */
+} ByteSet;
+
+static bool set_has(const ByteSet *s, int b) { return s->bits[b >> 6] >> (b & 63) & 1; }
+static void set_add_range(ByteSet *s, int lo, int hi) {
+    for (int b = lo; b <= hi; b++) s->bits[b >> 6] |= 1ull << (b & 63);
+}
+
+/* ---- parsing GBNF ---- */
+
+typedef struct {
+    Elem *items;
+    int n, cap;
+} Seq;
+
+typedef struct {
+    char *name;
+    Seq *alts;
+    int n_alts, cap_alts;
+    bool defined;
+    size_t used_at;  /* where it was first named, for "undefined rule" */
+} ParseRule;
+
+typedef struct {
+    const char *text;
+    size_t len, pos;
+    ParseRule *rules;
+    int n_rules, cap_rules;
+    int *by_name;      /* open addressing: the named rules' ids by name; -1 empty */
+    size_t by_name_cap;
+    int n_named;
+    ByteSet *sets;
+    int n_sets, cap_sets;
+    long n_elems;  /* elements made so far (bounded) */
+    int nesting;   /* groups open */
+    Error *e;
+} Parser;
+
+/* "line L, column C: message" for the parser's position. */
+static int parse_error(Parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int parse_error(Parser *p, const char *fmt, ...) {
+    int line = 1, col = 1;
+    for (size_t i = 0; i < p->pos && i < p->len; i++) {
+        if (p->text[i] == '\n') line++, col = 1;
+        else col++;
+    }
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return fail(p->e, "line %d, column %d: %s", line, col, msg);
+}
+
+static int peek(const Parser *p) { return p->pos < p->len ? (unsigned char)p->text[p->pos] : -1; }
+
+/* Skips spaces, newlines and # comments. */
+static void skip_space(Parser *p) {
+    while (p->pos < p->len) {
+        char c = p->text[p->pos];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n') p->pos++;
+        else if (c == '#') {
+            while (p->pos < p->len && p->text[p->pos] != '\n') p->pos++;
+        } else break;
+    }
+}
+
+static bool is_name_char(int c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+static size_t name_len(const Parser *p, size_t at) {
+    size_t n = 0;
+    while (at + n < p->len && is_name_char((unsigned char)p->text[at + n])) n++;
+    return n;
+}
+
+static int add_rule(Parser *p, const char *name, size_t n) {
+    if (p->n_rules == p->cap_rules) {
+        p->cap_rules = p->cap_rules ? 2 * p->cap_rules : 16;
+        p->rules = xrealloc(p->rules, (size_t)p->cap_rules, sizeof *p->rules);
+    }
+    ParseRule *r = &p->rules[p->n_rules];
+    memset(r, 0, sizeof *r);
+    r->name = xmalloc(n + 1);
+    memcpy(r->name, name, n);
+    r->name[n] = '\0';
+    r->used_at = p->pos;
+    return p->n_rules++;
+}
+
+static size_t hash_name(const char *name, size_t n) {
+    uint64_t h = 1469598103934665603u;  /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)name[i]) * 1099511628211u;
+    return (size_t)h;
+}
+
+/* The rule named name[0..n), made (undefined yet) when it is new. */
+static int find_rule(Parser *p, const char *name, size_t n) {
+    if ((size_t)(p->n_named + 1) * 2 > p->by_name_cap) {
+        /* Grow the table (at most half full) and put the names back. */
+        size_t cap = p->by_name_cap ? 2 * p->by_name_cap : 64;
+        int *table = xmalloc(cap * sizeof *table);
+        memset(table, -1, cap * sizeof *table);
+        for (size_t i = 0; i < p->by_name_cap; i++) {
+            int id = p->by_name[i];
+            if (id < 0) continue;
+            size_t h = hash_name(p->rules[id].name, strlen(p->rules[id].name)) & (cap - 1);
+            while (table[h] >= 0) h = (h + 1) & (cap - 1);
+            table[h] = id;
+        }
+        free(p->by_name);
+        p->by_name = table;
+        p->by_name_cap = cap;
+    }
+    size_t h = hash_name(name, n) & (p->by_name_cap - 1);
+    for (; p->by_name[h] >= 0; h = (h + 1) & (p->by_name_cap - 1)) {
+        const char *r = p->rules[p->by_name[h]].name;
+        if (strlen(r) == n && memcmp(r, name, n) == 0) return p->by_name[h];
+    }
+    p->n_named++;
+    return p->by_name[h] = add_rule(p, name, n);
+}
+
+/* A rule made for a group, a repetition or a class, named after the rule
+ * being defined (for messages). */
+static int new_rule(Parser *p, int parent) {
+    char name[96];
+    snprintf(name, sizeof name, "%.80s (part)", p->rules[parent].name);
+    int id = add_rule(p, name, strlen(name));
+    p->rules[id].defined = true;
+    return id;
+}
+
+static int seq_push(Parser *p, Seq *s, int kind, int arg) {
+    if (++p->n_elems > GRAMMAR_MAX_ELEMENTS) return parse_error(p, "the grammar is too large (over %d elements)", GRAMMAR_MAX_ELEMENTS);
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 8;
+        s->items = xrealloc(s->items, (size_t)s->cap, sizeof *s->items);
+    }
+    s->items[s->n++] = (Elem){kind, arg};
+    return 0;
+}
+
+/* Adds seq (taking its memory) as an alternative of rule r. */
+static void rule_add_alt(Parser *p, int r, Seq seq) {
+    ParseRule *rule = &p->rules[r];
+    if (rule->n_alts == rule->cap_alts) {
+        rule->cap_alts = rule->cap_alts ? 2 * rule->cap_alts : 4;
+        rule->alts = xrealloc(rule->alts, (size_t)rule->cap_alts, sizeof *rule->alts);
+    }
+    rule->alts[rule->n_alts++] = seq;
+}
+
+static int add_set(Parser *p, const ByteSet *s) {
+    if (p->n_sets == p->cap_sets) {
+        p->cap_sets = p->cap_sets ? 2 * p->cap_sets : 64;
+        p->sets = xrealloc(p->sets, (size_t)p->cap_sets, sizeof *p->sets);
+    }
+    p->sets[p->n_sets] = *s;
+    return p->n_sets++;
+}
+
+static int push_byte(Parser *p, Seq *s, int b) {
+    ByteSet set = {{0}};
+    set_add_range(&set, b, b);
+    return seq_push(p, s, EL_BYTES, add_set(p, &set));
+}
+
+/* ---- Unicode: code points from the text, UTF-8 out ---- */
+
+/* Reads one UTF-8 character of the grammar text into *cp. */
+static int read_utf8(Parser *p, uint32_t *cp) {
+    const unsigned char *s = (const unsigned char *)p->text + p->pos;
+    size_t left = p->len - p->pos;
+    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 0 || (size_t)n > left) return parse_error(p, "invalid UTF-8 in the grammar");
+    uint32_t c = n == 1 ? s[0] : s[0] & (0x7F >> n);
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) return parse_error(p, "invalid UTF-8 in the grammar");
+        c = c << 6 | (s[i] & 0x3F);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < least[n] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return parse_error(p, "invalid UTF-8 in the grammar");
+    p->pos += (size_t)n;
+    *cp = c;
+    return 0;
+}
+
+static int utf8_encode(uint32_t c, unsigned char *out) {
+    if (c < 0x80) return out[0] = (unsigned char)c, 1;
+    if (c < 0x800) return out[0] = (unsigned char)(0xC0 | c >> 6), out[1] = (unsigned char)(0x80 | (c & 0x3F)), 2;
+    if (c < 0x10000) {
+        out[0] = (unsigned char)(0xE0 | c >> 12), out[1] = (unsigned char)(0x80 | (c >> 6 & 0x3F));
+        out[2] = (unsigned char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    out[0] = (unsigned char)(0xF0 | c >> 18), out[1] = (unsigned char)(0x80 | (c >> 12 & 0x3F));
+    out[2] = (unsigned char)(0x80 | (c >> 6 & 0x3F)), out[3] = (unsigned char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+static int hex_value(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* One character of a literal or class: an escape or a UTF-8 character. */
+static int read_char(Parser *p, uint32_t *cp) {
+    if (peek(p) != '\\') return read_utf8(p, cp);
+    p->pos++;
+    int c = peek(p);
+    if (c < 0) return parse_error(p, "the grammar ends inside an escape");
+    p->pos++;
+    int digits = c == 'x' ? 2 : c == 'u' ? 4 : c == 'U' ? 8 : 0;
+    if (digits) {
+        uint32_t v = 0;
+        for (int i = 0; i < digits; i++) {
+            int h = hex_value(peek(p));
+            if (h < 0) return parse_error(p, "\\%c needs %d hex digits", c, digits);
+            v = v << 4 | (uint32_t)h;
+            p->pos++;
+        }
+        if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return parse_error(p, "\\%c%0*X is not a Unicode scalar value", c, digits, v);
+        *cp = v;
+        return 0;
+    }
+    switch (c) {
+    case 'n': *cp = '\n'; return 0;
+    case 't': *cp = '\t'; return 0;
+    case 'r': *cp = '\r'; return 0;
+    case '0': *cp = 0; return 0;
+    case '\\': case '"': case '[': case ']': case '-': case '^': case '/': case '\'':
+        *cp = (uint32_t)c;
+        return 0;
+    }
+    p->pos--;
+    return parse_error(p, "unknown escape '\\%c'", c);
+}
+
+/* ---- character classes ---- */
+
+typedef struct {
+    uint32_t lo, hi;
+} Range;
+
+static int compare_range(const void *a, const void *b) {
+    const Range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Sorts and merges ranges in place (negating them over all of Unicode when
+ * asked), leaving out the surrogates; returns how many remain (at most n + 2). */
+static int normalize_ranges(Range *r, int n, bool negate) {
+    qsort(r, (size_t)n, sizeof *r, compare_range);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m > 0 && r[i].lo <= r[m - 1].hi + 1) {
+            if (r[i].hi > r[m - 1].hi) r[m - 1].hi = r[i].hi;
+        } else r[m++] = r[i];
+    }
+    if (negate) {
+        Range *out = xmalloc(((size_t)m + 1) * sizeof *out);
+        int k = 0;
+        uint32_t next = 0;
+        for (int i = 0; i < m; i++) {
+            if (r[i].lo > next) out[k++] = (Range){next, r[i].lo - 1};
+            next = r[i].hi + 1;
+        }
+        if (next <= 0x10FFFF) out[k++] = (Range){next, 0x10FFFF};
+        memcpy(r, out, (size_t)k * sizeof *r);
+        free(out);
+        m = k;
+    }
+    /* Cut the surrogates out: they have no UTF-8 form. */
+    int k = 0;
+    Range *out = xmalloc(((size_t)m * 2 + 1) * sizeof *out);
+    for (int i = 0; i < m; i++) {
+        if (r[i].hi < 0xD800 || r[i].lo > 0xDFFF) out[k++] = r[i];
+        else {
+            if (r[i].lo < 0xD800) out[k++] = (Range){r[i].lo, 0xD7FF};
+            if (r[i].hi > 0xDFFF) out[k++] = (Range){0xE000, r[i].hi};
+        }
+    }
+    memcpy(r, out, (size_t)k * sizeof *r);
+    free(out);
+    return k;
+}
+
+typedef struct {
+    Parser *p;
+    int rule;         /* the class's rule (multi-byte alternatives) */
+    ByteSet single;   /* every one-byte character of the class */
+    int failed;
+} ClassBuild;
+
+/* Adds the code points [lo, hi] of one UTF-8 length: split until every byte
+ * position runs over a plain range, then one alternative of byte sets. */
+static void class_add_same_length(ClassBuild *cb, uint32_t lo, uint32_t hi, int n) {
+    for (int i = 1; i < n; i++) {
+        uint32_t m = (1u << (6 * i)) - 1;
+        if ((lo & ~m) != (hi & ~m)) {
+            if ((lo & m) != 0) {
+                class_add_same_length(cb, lo, lo | m, n);
+                class_add_same_length(cb, (lo | m) + 1, hi, n);
+                return;
+            }
+            if ((hi & m) != m) {
+                class_add_same_length(cb, lo, (hi & ~m) - 1, n);
+                class_add_same_length(cb, hi & ~m, hi, n);
+                return;
+            }
+        }
+    }
+    unsigned char a[4], b[4];
+    utf8_encode(lo, a);
+    utf8_encode(hi, b);
+    if (n == 1) {
+        set_add_range(&cb->single, a[0], b[0]);
+        return;
+    }
+    Seq seq = {0};
+    for (int i = 0; i < n && !cb->failed; i++) {
+        ByteSet s = {{0}};
+        set_add_range(&s, a[i], b[i]);
+        cb->failed = seq_push(cb->p, &seq, EL_BYTES, add_set(cb->p, &s));
+    }
+    rule_add_alt(cb->p, cb->rule, seq);
+}
+
+/* Pushes onto seq the element that matches one character of ranges[0..n)
+ * (normalized): a byte set when all are ASCII, else a rule of the UTF-8 forms. */
+static int push_class(Parser *p, Seq *seq, int parent, const Range *r, int n) {
+    bool ascii = n == 0 || r[n - 1].hi < 0x80;
+    if (ascii) {
+        ByteSet s = {{0}};
+        for (int i = 0; i < n; i++) set_add_range(&s, (int)r[i].lo, (int)r[i].hi);
+        return seq_push(p, seq, EL_BYTES, add_set(p, &s));
+    }
+    ClassBuild cb = {p, new_rule(p, parent), {{0}}, 0};
+    static const uint32_t last_of_length[4] = {0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
+    for (int i = 0; i < n && !cb.failed; i++)
+        for (int len = 1, first = 0; len <= 4; first = (int)last_of_length[len - 1] + 1, len++) {
+            uint32_t lo = r[i].lo > (uint32_t)first ? r[i].lo : (uint32_t)first;
+            uint32_t hi = r[i].hi < last_of_length[len - 1] ? r[i].hi : last_of_length[len - 1];
+            if (lo <= hi) class_add_same_length(&cb, lo, hi, len);
+        }
+    if (cb.failed) return -1;
+    ByteSet empty = {{0}};
+    if (memcmp(&cb.single, &empty, sizeof empty) != 0) {
+        Seq one = {0};
+        if (seq_push(p, &one, EL_BYTES, add_set(p, &cb.single)) != 0) return -1;
+        rule_add_alt(p, cb.rule, one);
+    }
+    return seq_push(p, seq, EL_REF, cb.rule);
+}
+
+/* [...] or [^...]: the opening bracket is at p->pos. */
+static int parse_class(Parser *p, Seq *seq, int parent) {
+    p->pos++;
+    bool negate = peek(p) == '^';
+    if (negate) p->pos++;
+    Range *r = NULL;
+    int n = 0, cap = 0;
+    int rc = 0;
+    while (rc == 0) {
+        if (peek(p) < 0) {
+            rc = parse_error(p, "unterminated character class");
+            break;
+        }
+        if (peek(p) == ']') {
+            p->pos++;
+            break;
+        }
+        uint32_t lo, hi;
+        if ((rc = read_char(p, &lo)) != 0) break;
+        hi = lo;
+        if (peek(p) == '-' && p->pos + 1 < p->len && p->text[p->pos + 1] != ']') {
+            p->pos++;
+            if ((rc = read_char(p, &hi)) != 0) break;
+            if (hi < lo) {
+                rc = parse_error(p, "the range's end is below its start");
+                break;
+            }
+        }
+        if (n + 3 > cap) {
+            cap = cap ? 2 * cap : 16;
+            r = xrealloc(r, (size_t)cap, sizeof *r);
+        }
+        r[n++] = (Range){lo, hi};
+    }
+    if (rc == 0) {
+        if (n + 3 > cap) r = xrealloc(r, (size_t)n + 3, sizeof *r);
+        n = normalize_ranges(r, n, negate);
+        rc = push_class(p, seq, parent, r, n);
+    }
+    free(r);
+    return rc;
+}
+
+/* "...": each character's UTF-8 bytes, one element each. */
+static int parse_literal(Parser *p, Seq *seq) {
+    p->pos++;
+    for (;;) {
+        if (peek(p) < 0) return parse_error(p, "unterminated literal");
+        if (peek(p) == '"') {
+            p->pos++;
+            return 0;
+        }
+        uint32_t cp;
+        if (read_char(p, &cp) != 0) return -1;
+        unsigned char bytes[4];
+        int n = utf8_encode(cp, bytes);
+        for (int i = 0; i < n; i++)
+            if (push_byte(p, seq, bytes[i]) != 0) return -1;
+    }
+}
+
+/* ---- repetition ---- */
+
+/* Reads {m}, {m,} or {m,n} (the brace at p->pos); max -1 for no bound. */
+static int parse_braces(Parser *p, int *min, int *max) {
+    p->pos++;
+    skip_space(p);
+    long v[2] = {0, -1};
+    int count = 0;
+    for (int k = 0; k < 2; k++) {
+        if (peek(p) >= '0' && peek(p) <= '9') {
+            long x = 0;
+            while (peek(p) >= '0' && peek(p) <= '9') {
+                x = x * 10 + (peek(p) - '0');
+                if (x > GRAMMAR_MAX_REPEAT) return parse_error(p, "repetition counts go up to %d", GRAMMAR_MAX_REPEAT);
+                p->pos++;
+            }
+            v[k] = x;
+            count++;
+        } else if (k == 0) return parse_error(p, "expected a number after '{'");
+        skip_space(p);
+        if (k == 0) {
+            if (peek(p) == '}') {
+                v[1] = v[0];
+                break;
+            }
+            if (peek(p) != ',') return parse_error(p, "expected ',' or '}'");
+            p->pos++;
+            skip_space(p);
+        }
+    }
+    if (peek(p) != '}') return parse_error(p, "expected '}'");
+    p->pos++;
+    if (v[1] >= 0 && v[1] < v[0]) return parse_error(p, "{%ld,%ld}: the maximum is below the minimum", v[0], v[1]);
+    *min = (int)v[0];
+    *max = (int)v[1];
+    return 0;
+}
+
+/* Replaces the item seq[start..) by min..max (max -1: any number) copies of it. */
+static int repeat_item(Parser *p, Seq *seq, int start, int parent, int min, int max) {
+    if (seq->n == start) return 0;  /* repeating nothing is nothing */
+    Elem item = seq->items[start];
+    if (seq->n - start > 1) {
+        /* The item is several elements (a literal): it becomes one rule. */
+        Seq body = {0};
+        for (int i = start; i < seq->n; i++)
+            if (seq_push(p, &body, seq->items[i].kind, seq->items[i].arg) != 0) return free(body.items), -1;
+        item = (Elem){EL_REF, new_rule(p, parent)};
+        rule_add_alt(p, item.arg, body);
+    }
+    seq->n = start;
+    for (int i = 0; i < min; i++)
+        if (seq_push(p, seq, item.kind, item.arg) != 0) return -1;
+    if (max < 0) {
+        /* star ::= item star | (empty) */
+        int star = new_rule(p, parent);
+        Seq once = {0};
+        if (seq_push(p, &once, item.kind, item.arg) != 0 || seq_push(p, &once, EL_REF, star) != 0) return free(once.items), -1;
+        rule_add_alt(p, star, once);
+        rule_add_alt(p, star, (Seq){0});
+        return seq_push(p, seq, EL_REF, star);
+    }
+    /* up to k more: opt_k ::= item opt_(k-1) | (empty) */
+    int tail = -1;
+    for (int k = 0; k < max - min; k++) {
+        int opt = new_rule(p, parent);
+        Seq once = {0};
+        if (seq_push(p, &once, item.kind, item.arg) != 0 || (tail >= 0 && seq_push(p, &once, EL_REF, tail) != 0))
+            return free(once.items), -1;
+        rule_add_alt(p, opt, once);
+        rule_add_alt(p, opt, (Seq){0});
+        tail = opt;
+    }
+    return tail >= 0 ? seq_push(p, seq, EL_REF, tail) : 0;
+}
+
+/* ---- rules ---- */
+
+static int parse_alternates(Parser *p, int rule);
+
+/* Whether a rule definition (name ::=) starts at p->pos. */
+static bool at_definition(const Parser *p) {
+    size_t n = name_len(p, p->pos);
+    if (n == 0) return false;
+    size_t i = p->pos + n;
+    while (i < p->len && (p->text[i] == ' ' || p->text[i] == '\t')) i++;
+    return i + 3 <= p->len && memcmp(p->text + i, "::=", 3) == 0;
+}
+
+/* One alternative: elements up to '|', ')', the next definition or the end. */
+static int parse_sequence(Parser *p, int rule, Seq *seq) {
+    for (;;) {
+        skip_space(p);
+        int c = peek(p);
+        if (c < 0 || c == '|' || c == ')' || at_definition(p)) return 0;
+        int start = seq->n, rc;
+        if (c == '"') rc = parse_literal(p, seq);
+        else if (c == '[') rc = parse_class(p, seq, rule);
+        else if (c == '.') {
+            p->pos++;
+            Range all[3] = {{0, 0x10FFFF}};
+            int n = normalize_ranges(all, 1, false);
+            rc = push_class(p, seq, rule, all, n);
+        } else if (c == '(') {
+            if (++p->nesting > GRAMMAR_MAX_NESTING) return parse_error(p, "groups nest deeper than %d", GRAMMAR_MAX_NESTING);
+            p->pos++;
+            int group = new_rule(p, rule);
+            rc = parse_alternates(p, group);
+            if (rc == 0) {
+                skip_space(p);
+                if (peek(p) != ')') return parse_error(p, "expected ')'");
+                p->pos++;
+                p->nesting--;
+                rc = seq_push(p, seq, EL_REF, group);
+            }
+        } else if (is_name_char(c)) {
+            size_t n = name_len(p, p->pos);
+            int ref = find_rule(p, p->text + p->pos, n);
+            p->pos += n;
+            rc = seq_push(p, seq, EL_REF, ref);
+        } else if (c == '<') rc = parse_error(p, "token references (<...>) are not supported");
+        else rc = parse_error(p, "unexpected '%c'", c);
+        if (rc != 0) return -1;
+        /* Postfix operators apply to the item just read. */
+        for (;;) {
+            c = peek(p);
+            int min = 0, max = 0;
+            if (c == '*') min = 0, max = -1, p->pos++;
+            else if (c == '+') min = 1, max = -1, p->pos++;
+            else if (c == '?') min = 0, max = 1, p->pos++;
+            else if (c == '{') {
+                if (parse_braces(p, &min, &max) != 0) return -1;
+            } else break;
+            if (repeat_item(p, seq, start, rule, min, max) != 0) return -1;
+        }
+    }
+}
+
+static int parse_alternates(Parser *p, int rule) {
+    for (;;) {
+        Seq seq = {0};
+        if (parse_sequence(p, rule, &seq) != 0) return free(seq.items), -1;
+        rule_add_alt(p, rule, seq);
+        skip_space(p);
+        if (peek(p) != '|') return 0;
+        p->pos++;
+    }
+}
+
+static int parse_grammar(Parser *p) {
+    skip_space(p);
+    while (p->pos < p->len) {
+        size_t n = name_len(p, p->pos);
+        if (n == 0) return parse_error(p, "expected a rule name");
+        int r = find_rule(p, p->text + p->pos, n);
+        if (p->rules[r].defined) return parse_error(p, "rule '%s' is defined twice", p->rules[r].name);
+        p->rules[r].defined = true;
+        p->pos += n;
+        skip_space(p);
+        if (p->len - p->pos < 3 || memcmp(p->text + p->pos, "::=", 3) != 0) return parse_error(p, "expected '::='");
+        p->pos += 3;
+        if (parse_alternates(p, r) != 0) return -1;
+        skip_space(p);
+        if (peek(p) == ')') return parse_error(p, "unmatched ')'");
+    }
+    return 0;
+}
+
+/* ---- the compiled grammar ---- */
+
+/* A parse stack: the position to go on at, and the stack below (0: none). */
+typedef struct {
+    int pos;
+    int parent;
+    int depth;
+} Node;
+
+typedef struct {
+    int first, n;      /* its stacks: pool[first .. first + n), sorted node ids */
+    bool complete;     /* holds the empty stack */
+    int *next;         /* [n_classes] the state after a byte of each class: -2 unknown, -1 none */
+    uint64_t *mask;    /* the cached token mask, or NULL */
+    size_t mask_count; /* tokens it allows */
+} State;
+
+enum { UNKNOWN = -2, GRAMMAR_MAX_STATES = 1 << 18, GRAMMAR_MAX_NODES = 1 << 22 };
+/* Bytes of cached masks kept; past it, the cache starts again. */
+#define MASK_CACHE_BYTES ((size_t)96 << 20)
+
+struct Grammar {
+    Elem *elems;          /* every alternative's elements, each ended by EL_END */
+    int *alt_pos;         /* the first element of each alternative */
+    int *rule_alt, *rule_n_alts;  /* rule r's alternatives: alt_pos[rule_alt[r] ..][rule_n_alts[r]] */
+    ByteSet *sets;
+    int n_rules, root;
+    unsigned char byte_class[256];  /* bytes no set tells apart share a class */
+    int n_classes;
+    /* the parse's memory: stacks and states, each interned */
+    Node *nodes;
+    int n_nodes, cap_nodes;
+    int *node_table;       /* open addressing: node ids by (pos, parent); -1 empty */
+    size_t node_table_cap;
+    State *states;
+    int n_states, cap_states;
+    int *state_table;
+    size_t state_table_cap;
+    int *pool;
+    size_t n_pool, cap_pool;
+    /* scratch for one transition */
+    int *work, *found;
+    size_t n_work, cap_work, n_found, cap_found;
+    int *seen;             /* [cap_nodes] the stamp of the last transition that saw a node */
+    int stamp;
+    const GrammarVocab *mask_vocab;  /* the vocabulary the cached masks are over */
+    size_t mask_bytes;
+    char error[200];       /* non-empty once a bound was hit */
+};
+
+static void free_parser(Parser *p) {
+    for (int i = 0; i < p->n_rules; i++) {
+        for (int a = 0; a < p->rules[i].n_alts; a++) free(p->rules[i].alts[a].items);
+        free(p->rules[i].alts);
+        free(p->rules[i].name);
+    }
+    free(p->rules);
+    free(p->by_name);
+    free(p->sets);
+}
+
+static bool rule_nullable(const Parser *p, const bool *nullable, int r) {
+    for (int a = 0; a < p->rules[r].n_alts; a++) {
+        const Seq *s = &p->rules[r].alts[a];
+        bool all = true;
+        for (int i = 0; i < s->n && all; i++) all = s->items[i].kind == EL_REF && nullable[s->items[i].arg];
+        if (all) return true;
+    }
+    return false;
+}
+
+/* Depth-first search over "r can begin with s" edges: colour 1 = on the
+ * path, 2 = done. Returns a rule on a cycle, or -1. */
+static int find_left_cycle(const Parser *p, const bool *nullable, char *colour, int r) {
+    colour[r] = 1;
+    for (int a = 0; a < p->rules[r].n_alts; a++) {
+        const Seq *s = &p->rules[r].alts[a];
+        for (int i = 0; i < s->n; i++) {
+            if (s->items[i].kind != EL_REF) break;
+            int t = s->items[i].arg;
+            if (colour[t] == 1) return t;
+            if (colour[t] == 0) {
+                int c = find_left_cycle(p, nullable, colour, t);
+                if (c >= 0) return c;
+            }
+            if (!nullable[t]) break;
+        }
+    }
+    colour[r] = 2;
+    return -1;
+}
+
+/* The names of generated rules end in " (part)": the user's rule is the prefix. */
+static int check_rules(Parser *p) {
+    int root = -1;
+    for (int i = 0; i < p->n_rules; i++) {
+        if (!p->rules[i].defined) {
+            p->pos = p->rules[i].used_at;
+            return parse_error(p, "undefined rule '%s'", p->rules[i].name);
+        }
+        if (strcmp(p->rules[i].name, "root") == 0) root = i;
+    }
+    if (root < 0) return fail(p->e, "the grammar has no rule 'root'");
+    bool *nullable = xcalloc((size_t)p->n_rules, sizeof *nullable);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int r = 0; r < p->n_rules; r++)
+            if (!nullable[r] && rule_nullable(p, nullable, r)) nullable[r] = changed = true;
+    }
+    char *colour = xcalloc((size_t)p->n_rules, 1);
+    int cycle = -1;
+    for (int r = 0; r < p->n_rules && cycle < 0; r++)
+        if (colour[r] == 0) cycle = find_left_cycle(p, nullable, colour, r);
+    free(nullable);
+    free(colour);
+    if (cycle >= 0) {
+        char name[96];
+        snprintf(name, sizeof name, "%s", p->rules[cycle].name);
+        char *part = strstr(name, " (part)");
+        if (part) *part = '\0';
+        return fail(p->e, "rule '%s' is left-recursive (it can begin with itself), which this parser cannot run", name);
+    }
+    return root;
+}
+
+/* Bytes that every set holds alike fall in one class, so a state's
+ * transitions are kept per class. */
+static void make_byte_classes(Grammar *g, int n_sets) {
+    memset(g->byte_class, 0, sizeof g->byte_class);
+    g->n_classes = 1;
+    int map[512];
+    for (int s = 0; s < n_sets; s++) {
+        for (int i = 0; i < 512; i++) map[i] = -1;
+        int n = 0;
+        for (int b = 0; b < 256; b++) {
+            int key = g->byte_class[b] * 2 + set_has(&g->sets[s], b);
+            if (map[key] < 0) map[key] = n++;
+            g->byte_class[b] = (unsigned char)map[key];
+        }
+        g->n_classes = n;
+        if (n == 256) break;
+    }
+}
+
+static void flatten(Grammar *g, Parser *p) {
+    int n_alts = 0;
+    long n_elems = 0;
+    for (int r = 0; r < p->n_rules; r++) {
+        n_alts += p->rules[r].n_alts;
+        for (int a = 0; a < p->rules[r].n_alts; a++) n_elems += p->rules[r].alts[a].n + 1;
+    }
+    g->n_rules = p->n_rules;
+    g->elems = xmalloc((size_t)n_elems * sizeof *g->elems);
+    g->alt_pos = xmalloc(((size_t)n_alts + 1) * sizeof *g->alt_pos);
+    g->rule_alt = xmalloc((size_t)p->n_rules * sizeof *g->rule_alt);
+    g->rule_n_alts = xmalloc((size_t)p->n_rules * sizeof *g->rule_n_alts);
+    int k = 0, pos = 0;
+    for (int r = 0; r < p->n_rules; r++) {
+        g->rule_alt[r] = k;
+        g->rule_n_alts[r] = p->rules[r].n_alts;
+        for (int a = 0; a < p->rules[r].n_alts; a++) {
+            const Seq *s = &p->rules[r].alts[a];
+            g->alt_pos[k++] = pos;
+            memcpy(g->elems + pos, s->items, (size_t)s->n * sizeof *s->items);
+            pos += s->n;
+            g->elems[pos++] = (Elem){EL_END, 0};
+        }
+    }
+    g->sets = p->sets;
+    p->sets = NULL;
+    make_byte_classes(g, p->n_sets);
+}
+
+static int intern_node(Grammar *g, int pos, int parent);
+static int intern_state(Grammar *g, const int *ids, size_t n);
+static void expand(Grammar *g, int node);
+
+Grammar *grammar_new(const char *text, size_t len, Error *e) {
+    if (len > GRAMMAR_MAX_TEXT) {
+        fail(e, "the grammar is too long (%zu bytes; at most %d)", len, GRAMMAR_MAX_TEXT);
+        return NULL;
+    }
+    Parser p = {.text = text, .len = len, .e = e};
+    int root = -1;
+    if (parse_grammar(&p) == 0) root = check_rules(&p);
+    if (root < 0) {
+        free_parser(&p);
+        return NULL;
+    }
+    Grammar *g = xcalloc(1, sizeof *g);
+    g->root = root;
+    flatten(g, &p);
+    free_parser(&p);
+    /* Node 0 is the empty stack. */
+    g->cap_nodes = 1024;
+    g->nodes = xmalloc((size_t)g->cap_nodes * sizeof *g->nodes);
+    g->seen = xcalloc((size_t)g->cap_nodes, sizeof *g->seen);
+    g->nodes[0] = (Node){-1, 0, 0};
+    g->n_nodes = 1;
+    g->node_table_cap = 2048;
+    g->node_table = xmalloc(g->node_table_cap * sizeof *g->node_table);
+    memset(g->node_table, -1, g->node_table_cap * sizeof *g->node_table);
+    g->state_table_cap = 1024;
+    g->state_table = xmalloc(g->state_table_cap * sizeof *g->state_table);
+    memset(g->state_table, -1, g->state_table_cap * sizeof *g->state_table);
+    /* State 0: the root's alternatives, expanded. */
+    g->stamp = 1;
+    g->n_found = 0;
+    for (int a = 0; a < g->rule_n_alts[root]; a++) expand(g, intern_node(g, g->alt_pos[g->rule_alt[root] + a], 0));
+    intern_state(g, g->found, g->n_found);
+    return g;
+}
+
+void grammar_free(Grammar *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_states; i++) {
+        free(g->states[i].next);
+        free(g->states[i].mask);
+    }
+    free(g->states);
+    free(g->state_table);
+    free(g->pool);
+    free(g->nodes);
+    free(g->node_table);
+    free(g->seen);
+    free(g->work);
+    free(g->found);
+    free(g->elems);
+    free(g->alt_pos);
+    free(g->rule_alt);
+    free(g->rule_n_alts);
+    free(g->sets);
+    free(g);
+}
+
+/* ---- the parse: stacks and states ---- */
+
+static void set_error(Grammar *g, const char *msg) {
+    if (!g->error[0]) snprintf(g->error, sizeof g->error, "%s", msg);
+}
+
+const char *grammar_error(const Grammar *g) { return g->error[0] ? g->error : NULL; }
+
+static size_t hash2(int a, int b) { return (size_t)mix64((uint64_t)(uint32_t)a << 32 | (uint32_t)b); }
+
+/* The node (pos, parent), made when new; -1 past the bounds. */
+static int intern_node(Grammar *g, int pos, int parent) {
+    size_t mask = g->node_table_cap - 1;
+    for (size_t h = hash2(pos, parent) & mask;; h = (h + 1) & mask) {
+        int id = g->node_table[h];
+        if (id < 0) break;
+        if (g->nodes[id].pos == pos && g->nodes[id].parent == parent) return id;
+    }
+    int depth = g->nodes[parent].depth + 1;
+    if (depth > GRAMMAR_MAX_DEPTH) {
+        set_error(g, "the parse nests deeper than the grammar bound allows");
+        return -1;
+    }
+    if (g->n_nodes >= GRAMMAR_MAX_NODES) {
+        set_error(g, "the parse needs more stack nodes than the grammar bound allows");
+        return -1;
+    }
+    if (g->n_nodes == g->cap_nodes) {
+        g->cap_nodes *= 2;
+        g->nodes = xrealloc(g->nodes, (size_t)g->cap_nodes, sizeof *g->nodes);
+        g->seen = xrealloc(g->seen, (size_t)g->cap_nodes, sizeof *g->seen);
+        memset(g->seen + g->n_nodes, 0, (size_t)(g->cap_nodes - g->n_nodes) * sizeof *g->seen);
+    }
+    int id = g->n_nodes++;
+    g->nodes[id] = (Node){pos, parent, depth};
+    g->seen[id] = 0;
+    /* Keep the table at most half full. */
+    if ((size_t)g->n_nodes * 2 > g->node_table_cap) {
+        free(g->node_table);
+        g->node_table_cap *= 2;
+        g->node_table = xmalloc(g->node_table_cap * sizeof *g->node_table);
+        memset(g->node_table, -1, g->node_table_cap * sizeof *g->node_table);
+        mask = g->node_table_cap - 1;
+        for (int i = 1; i < g->n_nodes; i++) {
+            size_t h = hash2(g->nodes[i].pos, g->nodes[i].parent) & mask;
+            while (g->node_table[h] >= 0) h = (h + 1) & mask;
+            g->node_table[h] = i;
+        }
+    } else {
+        size_t h = hash2(pos, parent) & mask;
+        while (g->node_table[h] >= 0) h = (h + 1) & mask;
+        g->node_table[h] = id;
+    }
+    return id;
+}
+
+static void push_int(int **a, size_t *n, size_t *cap, int v) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        *a = xrealloc(*a, *cap, sizeof **a);
+    }
+    (*a)[(*n)++] = v;
+}
+
+/* Expands the stack `node` until byte sets are on top, adding each such
+ * stack (and the empty stack, when a parse is complete) to g->found once
+ * per transition (g->seen[] holds the transition's stamp). */
+static void expand(Grammar *g, int node) {
+    g->n_work = 0;
+    if (node >= 0) push_int(&g->work, &g->n_work, &g->cap_work, node);
+    while (g->n_work > 0) {
+        int n = g->work[--g->n_work];
+        if (g->seen[n] == g->stamp) continue;
+        g->seen[n] = g->stamp;
+        if (n == 0) {
+            push_int(&g->found, &g->n_found, &g->cap_found, 0);
+            continue;
+        }
+        Node nd = g->nodes[n];
+        const Elem *el = &g->elems[nd.pos];
+        if (el->kind == EL_BYTES) {
+            push_int(&g->found, &g->n_found, &g->cap_found, n);
+        } else if (el->kind == EL_END) {
+            push_int(&g->work, &g->n_work, &g->cap_work, nd.parent);
+        } else {
+            /* A reference: the frame returns to the next element, unless
+             * that is the end (a tail call keeps no frame). */
+            int base = el[1].kind == EL_END ? nd.parent : intern_node(g, nd.pos + 1, nd.parent);
+            if (base < 0) return;
+            int r = el->arg;
+            for (int a = 0; a < g->rule_n_alts[r]; a++) {
+                int child = intern_node(g, g->alt_pos[g->rule_alt[r] + a], base);
+                if (child < 0) return;
+                push_int(&g->work, &g->n_work, &g->cap_work, child);
+            }
+        }
+    }
+}
+
+static int compare_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static size_t hash_ids(const int *ids, size_t n) {
+    uint64_t h = n;
+    for (size_t i = 0; i < n; i++) h = mix64(h ^ (uint32_t)ids[i]);
+    return (size_t)h;
+}
+
+/* The state of the stacks ids[0..n) (sorted here), made when new; -1 when
+ * there are none, or past the bounds. */
+static int intern_state(Grammar *g, const int *ids_in, size_t n) {
+    if (n == 0 || g->error[0]) return -1;
+    if (n > GRAMMAR_MAX_STACKS) {
+        set_error(g, "the grammar is too ambiguous: too many parses alive at once");
+        return -1;
+    }
+    int *ids = (int *)ids_in;
+    qsort(ids, n, sizeof *ids, compare_int);
+    size_t mask = g->state_table_cap - 1;
+    size_t h0 = hash_ids(ids, n);
+    for (size_t h = h0 & mask;; h = (h + 1) & mask) {
+        int id = g->state_table[h];
+        if (id < 0) break;
+        const State *s = &g->states[id];
+        if ((size_t)s->n == n && memcmp(g->pool + s->first, ids, n * sizeof *ids) == 0) return id;
+    }
+    if (g->n_states >= GRAMMAR_MAX_STATES) {
+        set_error(g, "the parse needs more states than the grammar bound allows");
+        return -1;
+    }
+    if (g->n_states == g->cap_states) {
+        g->cap_states = g->cap_states ? 2 * g->cap_states : 64;
+        g->states = xrealloc(g->states, (size_t)g->cap_states, sizeof *g->states);
+    }
+    while (g->n_pool + n > g->cap_pool) {
+        g->cap_pool = g->cap_pool ? 2 * g->cap_pool : 1024;
+        g->pool = xrealloc(g->pool, g->cap_pool, sizeof *g->pool);
+    }
+    int id = g->n_states++;
+    State *s = &g->states[id];
+    memset(s, 0, sizeof *s);
+    s->first = (int)g->n_pool;
+    s->n = (int)n;
+    s->complete = ids[0] == 0;
+    memcpy(g->pool + g->n_pool, ids, n * sizeof *ids);
+    g->n_pool += n;
+    if ((size_t)g->n_states * 2 > g->state_table_cap) {
+        free(g->state_table);
+        g->state_table_cap *= 2;
+        g->state_table = xmalloc(g->state_table_cap * sizeof *g->state_table);
+        memset(g->state_table, -1, g->state_table_cap * sizeof *g->state_table);
+        mask = g->state_table_cap - 1;
+        for (int i = 0; i < g->n_states; i++) {
+            const State *t = &g->states[i];
+            size_t h = hash_ids(g->pool + t->first, (size_t)t->n) & mask;
+            while (g->state_table[h] >= 0) h = (h + 1) & mask;
+            g->state_table[h] = i;
+        }
+    } else {
+        size_t h = h0 & mask;
+        while (g->state_table[h] >= 0) h = (h + 1) & mask;
+        g->state_table[h] = id;
+    }
+    return id;
+}
+
+/* The state after byte b from state s, computed. */
+static int transition(Grammar *g, int s, int b) {
+    g->stamp++;
+    g->n_found = 0;
+    const State *st = &g->states[s];
+    for (int i = 0; i < st->n && !g->error[0]; i++) {
+        int n = g->pool[st->first + i];
+        if (n == 0) continue;
+        Node nd = g->nodes[n];
+        if (!set_has(&g->sets[g->elems[nd.pos].arg], b)) continue;
+        /* Past the last element the alternative is done: back to the frame below. */
+        int next = g->elems[nd.pos + 1].kind == EL_END ? nd.parent : intern_node(g, nd.pos + 1, nd.parent);
+        if (next >= 0) expand(g, next);
+        st = &g->states[s];
+    }
+    return intern_state(g, g->found, g->n_found);
+}
+
+/* The state after byte b, from the cache when it was seen. */
+static inline int step(Grammar *g, int s, int b) {
+    State *st = &g->states[s];
+    if (!st->next) {
+        st->next = xmalloc((size_t)g->n_classes * sizeof *st->next);
+        for (int i = 0; i < g->n_classes; i++) st->next[i] = UNKNOWN;
+    }
+    int c = g->byte_class[b];
+    int to = st->next[c];
+    if (to == UNKNOWN) {
+        to = transition(g, s, b);
+        if (!g->error[0]) g->states[s].next[c] = to;
+    }
+    return to;
+}
+
+GrammarState grammar_start(Grammar *g) { return g->error[0] ? -1 : 0; }
+
+GrammarState grammar_advance(Grammar *g, GrammarState s, const char *bytes, size_t n) {
+    for (size_t i = 0; i < n && s >= 0; i++) s = step(g, s, (unsigned char)bytes[i]);
+    return g->error[0] ? -1 : s;
+}
+
+bool grammar_complete(const Grammar *g, GrammarState s) { return s >= 0 && s < g->n_states && g->states[s].complete; }
+
+bool grammar_finished(Grammar *g, GrammarState s) {
+    if (!grammar_complete(g, s)) return false;
+    for (int b = 0; b < 256; b++)
+        if (step(g, s, b) >= 0) return false;
+    return true;
+}
+
+bool grammar_matches(Grammar *g, const char *text, size_t n) { return grammar_complete(g, grammar_advance(g, grammar_start(g), text, n)); }
+
+/* ---- the vocabulary trie and masks ---- */
+
+/* Trie nodes in depth-first order: a node's subtree is [its index, end). */
+typedef struct {
+    unsigned char byte;
+    uint16_t depth;   /* bytes from the root (>= 1) */
+    int end;          /* the index after its subtree */
+    int first, n;     /* the tokens whose bytes end here: ids[first .. first + n) */
+} TrieNode;
+
+enum { TOKEN_MAX_BYTES = 4096 };
+
+struct GrammarVocab {
+    int vocab_size;
+    size_t words;
+    TrieNode *nodes;
+    int n_nodes;
+    int *ids;          /* token ids sorted by their bytes */
+    int max_depth;
+    char *bytes;       /* token id's bytes: bytes[start[id] .. start[id + 1]) */
+    size_t *start;
+    int *end_ids;
+    int n_end;
+    bool *is_end;      /* [vocab_size] */
+};
+
+static const GrammarVocab *sort_vocab;  /* qsort's context */
+
+static int compare_token_bytes(const void *a, const void *b) {
+    const GrammarVocab *v = sort_vocab;
+    int x = *(const int *)a, y = *(const int *)b;
+    size_t nx = v->start[x + 1] - v->start[x], ny = v->start[y + 1] - v->start[y];
+    int c = memcmp(v->bytes + v->start[x], v->bytes + v->start[y], nx < ny ? nx : ny);
+    if (c) return c;
+    if (nx != ny) return nx < ny ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *end_ids, int n_end) {
+    GrammarVocab *v = xcalloc(1, sizeof *v);
+    v->vocab_size = vocab_size;
+    v->words = ((size_t)vocab_size + 63) / 64;
+    v->is_end = xcalloc((size_t)vocab_size, sizeof *v->is_end);
+    v->end_ids = xmalloc(((size_t)n_end + 1) * sizeof *v->end_ids);
+    for (int i = 0; i < n_end; i++)
+        if (end_ids[i] >= 0 && end_ids[i] < vocab_size && !v->is_end[end_ids[i]]) {
+            v->is_end[end_ids[i]] = true;
+            v->end_ids[v->n_end++] = end_ids[i];
+        }
+    /* The bytes of every token the trie holds. */
+    int n_tok = tokenizer_vocab_size(t) < vocab_size ? tokenizer_vocab_size(t) : vocab_size;
+    v->start = xcalloc((size_t)vocab_size + 1, sizeof *v->start);
+    size_t total = 0;
+    for (int id = 0; id < vocab_size; id++) {
+        size_t len = 0;
+        const char *b = id < n_tok && !v->is_end[id] ? tokenizer_token(t, id, &len) : NULL;
+        v->start[id] = total;
+        if (b && len <= TOKEN_MAX_BYTES) total += len;
+    }
+    v->start[vocab_size] = total;
+    v->bytes = xmalloc(total + 1);
+    v->ids = xmalloc((size_t)vocab_size * sizeof *v->ids);
+    int n_ids = 0;
+    for (int id = 0; id < vocab_size; id++) {
+        size_t len = v->start[id + 1] - v->start[id];
+        if (len == 0) continue;
+        size_t got;
+        memcpy(v->bytes + v->start[id], tokenizer_token(t, id, &got), len);
+        v->ids[n_ids++] = id;
+    }
+    sort_vocab = v;
+    qsort(v->ids, (size_t)n_ids, sizeof *v->ids, compare_token_bytes);
+    sort_vocab = NULL;
+    /* The trie, from the sorted tokens: each token adds the nodes past the
+     * prefix it shares with the one before. open[d] is the node at depth d+1
+     * on the current path. */
+    size_t cap = 1024;
+    v->nodes = xmalloc(cap * sizeof *v->nodes);
+    int *open = xmalloc((TOKEN_MAX_BYTES + 1) * sizeof *open);
+    int depth = 0;
+    const char *prev = NULL;
+    size_t prev_len = 0;
+    for (int i = 0; i < n_ids; i++) {
+        int id = v->ids[i];
+        const char *b = v->bytes + v->start[id];
+        size_t len = v->start[id + 1] - v->start[id];
+        size_t common = 0;
+        while (prev && common < len && common < prev_len && b[common] == prev[common]) common++;
+        while ((size_t)depth > common) v->nodes[open[--depth]].end = v->n_nodes;
+        for (size_t k = common; k < len; k++) {
+            if ((size_t)v->n_nodes == cap) v->nodes = xrealloc(v->nodes, cap *= 2, sizeof *v->nodes);
+            v->nodes[v->n_nodes] = (TrieNode){(unsigned char)b[k], (uint16_t)(k + 1), 0, i, 0};
+            open[depth++] = v->n_nodes++;
+        }
+        TrieNode *last = &v->nodes[open[depth - 1]];
+        if (last->n == 0) last->first = i;
+        last->n++;
+        if (depth > v->max_depth) v->max_depth = depth;
+        prev = b;
+        prev_len = len;
+    }
+    while (depth > 0) v->nodes[open[--depth]].end = v->n_nodes;
+    free(open);
+    return v;
+}
+
+void grammar_vocab_free(GrammarVocab *v) {
+    if (!v) return;
+    free(v->nodes);
+    free(v->ids);
+    free(v->bytes);
+    free(v->start);
+    free(v->end_ids);
+    free(v->is_end);
+    free(v);
+}
+
+size_t grammar_mask_words(const GrammarVocab *v) { return v->words; }
+
+bool grammar_is_end_token(const GrammarVocab *v, int id) { return id >= 0 && id < v->vocab_size && v->is_end[id]; }
+
+static void drop_masks(Grammar *g) {
+    for (int i = 0; i < g->n_states; i++) {
+        free(g->states[i].mask);
+        g->states[i].mask = NULL;
+    }
+    g->mask_bytes = 0;
+}
+
+/* Walks the trie from state s: a node whose byte no parse takes is skipped
+ * with its whole subtree. */
+static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask) {
+    size_t count = 0;
+    int stack[TOKEN_MAX_BYTES + 1];
+    stack[0] = s;
+    for (int i = 0; i < v->n_nodes;) {
+        const TrieNode *t = &v->nodes[i];
+        int to = step(g, stack[t->depth - 1], t->byte);
+        if (to < 0) {
+            i = t->end;
+            continue;
+        }
+        stack[t->depth] = to;
+        for (int k = 0; k < t->n; k++) {
+            int id = v->ids[t->first + k];
+            mask[id >> 6] |= 1ull << (id & 63);
+        }
+        count += (size_t)t->n;
+        i++;
+    }
+    return count;
+}
+
+size_t grammar_fill_mask(Grammar *g, const GrammarVocab *v, GrammarState s, uint64_t *mask) {
+    size_t bytes = v->words * sizeof *mask;
+    memset(mask, 0, bytes);
+    if (s < 0 || s >= g->n_states || g->error[0]) return 0;
+    if (g->mask_vocab != v) {
+        drop_masks(g);
+        g->mask_vocab = v;
+    }
+    if (g->states[s].mask) {
+        memcpy(mask, g->states[s].mask, bytes);
+        return g->states[s].mask_count;
+    }
+    size_t count = walk_trie(g, v, s, mask);
+    if (g->error[0]) {
+        memset(mask, 0, bytes);
+        return 0;
+    }
+    if (g->states[s].complete)
+        for (int i = 0; i < v->n_end; i++) {
+            mask[v->end_ids[i] >> 6] |= 1ull << (v->end_ids[i] & 63);
+            count++;
+        }
+    if (g->mask_bytes + bytes > MASK_CACHE_BYTES) drop_masks(g);
+    g->states[s].mask = xmalloc(bytes);
+    memcpy(g->states[s].mask, mask, bytes);
+    g->states[s].mask_count = count;
+    g->mask_bytes += bytes;
+    return count;
+}
+
+GrammarState grammar_accept_token(Grammar *g, const GrammarVocab *v, GrammarState s, int id) {
+    if (s < 0 || id < 0 || id >= v->vocab_size) return -1;
+    if (v->is_end[id]) return grammar_complete(g, s) ? s : -1;
+    size_t len = v->start[id + 1] - v->start[id];
+    if (len == 0) return -1;
+    return grammar_advance(g, s, v->bytes + v->start[id], len);
+}
