@@ -562,14 +562,19 @@ static void to_quant_part(void *arg, int part, int n_parts) {
     free(row);
 }
 
+/* The bytes of a quantized matrix's weights, before its scales. */
+static size_t quant_data_bytes(WeightType type, int rows, int cols) {
+    size_t padded = row_groups(rows) * ROW_GROUP * (size_t)cols;
+    return type == WEIGHT_Q8 ? padded : padded / 2;
+}
+
 /* One allocation, zeroed (the padding rows of the last group stay 0 weights
  * with 0 scales): the weights, then the scales. */
 static Matrix quantize(const Matrix *src, WeightType type, ThreadPool *pool) {
     Matrix m = {type, src->rows, src->cols, NULL, NULL, NULL, MATH_EXACT, LAYOUT_GROUPED};
-    size_t padded = row_groups(src->rows) * ROW_GROUP * (size_t)src->cols;
-    size_t data_bytes = type == WEIGHT_Q8 ? padded : padded / 2;
-    m.owned = xmalloc_huge(data_bytes + padded / QUANT_BLOCK * sizeof(uint16_t));
-    memset(m.owned, 0, data_bytes + padded / QUANT_BLOCK * sizeof(uint16_t));
+    size_t bytes = matrix_bytes(&m), data_bytes = quant_data_bytes(type, src->rows, src->cols);
+    m.owned = xmalloc_huge(bytes);
+    memset(m.owned, 0, bytes);
     if (type == WEIGHT_Q4) memset(m.owned, 0x88, data_bytes);  /* nibble 8 is 0 */
     m.data = m.owned;
     m.scales = (uint16_t *)((uint8_t *)m.owned + data_bytes);
@@ -584,4 +589,10 @@ Matrix matrix_to_q4(const Matrix *src, ThreadPool *pool) { return quantize(src, 
 void matrix_free(Matrix *m) {
     free(m->owned);
     m->owned = NULL;
+}
+
+Matrix matrix_view(WeightType type, int rows, int cols, const void *bytes) {
+    Matrix m = {type, rows, cols, bytes, NULL, NULL, MATH_EXACT, LAYOUT_GROUPED};
+    if (type == WEIGHT_Q8 || type == WEIGHT_Q4) m.scales = (const uint16_t *)((const uint8_t *)bytes + quant_data_bytes(type, rows, cols));
+    return m;
 }

@@ -137,6 +137,11 @@ Matrix matrix_to_q8(const Matrix *src, ThreadPool *pool);
 Matrix matrix_to_q4(const Matrix *src, ThreadPool *pool);
 void matrix_free(Matrix *m);
 
+/* A grouped matrix of `type` and shape rows x cols over `bytes`, which hold
+ * its matrix_bytes() as the copies above lay them out in one block from
+ * data (q8/q4: the weights, then the scales); it owns nothing. */
+Matrix matrix_view(WeightType type, int rows, int cols, const void *bytes);
+
 /* How attention looks back: the scale of its scores, an optional soft cap,
  * an optional window, and where each position's key and value are. */
 typedef struct {

@@ -132,7 +132,10 @@ static const char *model_flags_help =
     "                       head q8)\n"
     "  --math M             exact (default): fp32 activations; bf16: bf16 weights\n"
     "                       times activations rounded to bf16, faster on CPUs with\n"
-    "                       AVX-512 BF16, less exact\n";
+    "                       AVX-512 BF16, less exact\n"
+    "  --no-prepared        lay the weights out in memory at every start instead of\n"
+    "                       mapping the prepared file (made once per format beside\n"
+    "                       the checkpoint, or in ~/.cache/run; see 'run prepare')\n";
 
 static DTypeChoice parse_dtype(const Args *a, const char *value) {
     static const struct {
@@ -157,6 +160,7 @@ static bool model_flag(Args *a, ModelOptions *opt) {
     else if (is_flag(a, "-t|--threads")) opt->threads = (int)parse_long(a, "-t", flag_value(a), 1, 1024);
     else if (is_flag(a, "--dtype")) opt->dtype = parse_dtype(a, flag_value(a));
     else if (is_flag(a, "--math")) opt->math = parse_math(a, flag_value(a));
+    else if (is_flag(a, "--no-prepared")) no_value(a), opt->no_prepared = true;
     else return false;
     return true;
 }
@@ -172,6 +176,7 @@ static void check_token(const Model *m, long id) {
 typedef struct {
     const char *model;
     const char *phase;         /* what is happening now */
+    char writing[600];         /* or: the prepared file being written and how far */
     double start;
     bool done, shown;
     pthread_mutex_t lock;
@@ -187,7 +192,8 @@ static void *progress_main(void *arg) {
     while (!p->done) {
         double elapsed = now_seconds() - p->start;
         if (elapsed * 1e3 >= PROGRESS_DELAY_MS) {
-            fprintf(stderr, "\r\033[Krun: %s %s (%.1f s)", p->phase, p->model, elapsed);
+            if (p->writing[0]) fprintf(stderr, "\r\033[Krun: %s (%.1f s)", p->writing, elapsed);
+            else fprintf(stderr, "\r\033[Krun: %s %s (%.1f s)", p->phase, p->model, elapsed);
             p->shown = true;
         }
         struct timespec until;
@@ -215,6 +221,14 @@ static void progress_phase(Progress *p, const char *phase) {
     pthread_mutex_unlock(&p->lock);
 }
 
+/* ModelOptions.progress: the prepared file is being written. */
+static void progress_writing(void *ctx, const char *path, double done) {
+    Progress *p = ctx;
+    pthread_mutex_lock(&p->lock);
+    snprintf(p->writing, sizeof p->writing, "writing the prepared weights %.500s: %.0f%%", path, 100 * done);
+    pthread_mutex_unlock(&p->lock);
+}
+
 static void progress_end(Progress *p) {
     pthread_mutex_lock(&p->lock);
     bool running = !p->done;
@@ -233,13 +247,18 @@ static void progress_end(Progress *p) {
  * (download.sh and make chat trust `run info` to check one). The tokenizer
  * is optional for the commands that only run token ids (info, fwd, bench):
  * without tokenizer.json they get NULL. */
-static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool need_tokenizer) {
+static Tokenizer *open_checkpoint(Model *m, const char *path, const ModelOptions *options, bool need_tokenizer, bool weights) {
     Error e;
     Progress progress;
     progress_start(&progress, path);
-    progress_phase(&progress, opt->dtype == DTYPE_AS_Q8 || opt->dtype == DTYPE_AS_Q4 ? "quantizing the weights of" :
-                              opt->dtype == DTYPE_AS_F32 ? "converting the weights of" : "reading the weights of");
-    if (model_load(m, path, opt, &e) != 0) progress_end(&progress), die("%s", e.msg);
+    progress_phase(&progress, !options->no_prepared ? "reading the weights of" :
+                              options->dtype == DTYPE_AS_Q8 || options->dtype == DTYPE_AS_Q4 ? "quantizing the weights of" :
+                              options->dtype == DTYPE_AS_F32 ? "converting the weights of" : "laying out the weights of");
+    ModelOptions opt_ = *options, *opt = &opt_;
+    opt->progress = progress_writing;
+    opt->progress_ctx = &progress;
+    if ((weights ? model_load : model_open)(m, path, opt, &e) != 0) progress_end(&progress), die("%s", e.msg);
+    if (m->prepared_note.msg[0]) warn("%s", m->prepared_note.msg);
     progress_phase(&progress, "loading the tokenizer of");
     GenerationConfig unused;
     char *tok_path = model_path(path, "tokenizer.json");
@@ -262,6 +281,10 @@ static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions
         warn("-t %d: this process may use %d CPU%s; more threads than that wait for each other", opt->threads, cpu_count(),
              cpu_count() == 1 ? "" : "s");
     return t;
+}
+
+static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool need_tokenizer) {
+    return open_checkpoint(m, path, opt, need_tokenizer, true);
 }
 
 /* ---- reading input ---- */
@@ -353,6 +376,23 @@ static void print_formats(const Config *c, WeightType run_as, WeightType stored)
     }
 }
 
+/* Where the weights come from at a run: the prepared file, if it is made
+ * and up to date (only its header and table are read), else what a run
+ * will do. */
+static void print_prepared(Model *m, bool no_prepared, size_t bytes) {
+    Error why;
+    if (no_prepared) {
+        printf("prepared weights: not used (--no-prepared): laid out in memory at load\n");
+        return;
+    }
+    if (prepared_find(&m->prepared, m->weights_path, prepared_key(&m->st), m->dtype, &why) == 0) {
+        printf("prepared weights: %s (%.1f MB, mapped)\n", m->prepared.path, m->prepared.size / 1e6);
+        return;
+    }
+    printf("prepared weights: none up to date for %s (%s); the first run writes one (%.1f MB)\n", weight_type_name(m->dtype),
+           why.msg, bytes / 1e6);
+}
+
 static int cmd_info(Args *a) {
     const char *path = NULL;
     ModelOptions opt = {0};
@@ -370,7 +410,7 @@ static int cmd_info(Args *a) {
     }
     if (!path) usage_error(a, "MODEL is missing");
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
+    Tokenizer *tokenizer = open_checkpoint(&m, path, &opt, false, false);  /* no weight is read */
     const Config *c = &m.config;
     printf("model: %s\n", path);
     printf("architecture: %s, %d layers, hidden %d, MLP %d, %d query heads, %d key/value heads, head_dim %d\n",
@@ -408,11 +448,47 @@ static int cmd_info(Args *a) {
     }
     printf("\nparameters: %zu (%.2f %s), %.1f MB on disk\n", params, params >= 1e9 ? params / 1e9 : params / 1e6,
            params >= 1e9 ? "B" : "M", bytes / 1e6);
-    size_t weights = model_weight_bytes(&m), kv = kv_cache_bytes(c, m.max_context);
-    printf("memory to run: weights %.1f MB (%s%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", weights / 1e6,
-           weight_type_name(m.dtype), m.dtype == WEIGHT_F32 || m.dtype == WEIGHT_Q8 || m.dtype == WEIGHT_Q4 ? ", converted at load" : ", re-laid out at load",
-           kv / 1e6, m.max_context, (weights + kv) / 1e6);
+    WeightPlan plan;
+    weight_plan(&plan, c, m.stored, m.dtype);
+    size_t kv = kv_cache_bytes(c, m.max_context);
+    printf("memory to run: weights %.1f MB (%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", plan.bytes / 1e6,
+           weight_type_name(m.dtype), kv / 1e6, m.max_context, (plan.bytes + kv) / 1e6);
+    print_prepared(&m, opt.no_prepared, plan.bytes);
     print_formats(c, m.dtype, m.stored);
+    model_free(&m);
+    tokenizer_free(tokenizer);
+    return 0;
+}
+
+/* ---- prepare ---- */
+
+static int cmd_prepare(Args *a) {
+    const char *path = NULL;
+    ModelOptions opt = {0};
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
+            printf("usage: run prepare MODEL [--dtype T] [-t N]\n\n"
+                   "Writes the prepared weights of MODEL in format T now, so that the first run\n"
+                   "starts as fast as the next: the matrices laid out as the products read them\n"
+                   "(quantized for q8 and q4), beside the checkpoint when its folder is writable,\n"
+                   "else in $XDG_CACHE_HOME/run (~/.cache/run). Runs map the file read-only; it is\n"
+                   "written again when the checkpoint changes. Nothing is done when it is up to\n"
+                   "date.\n\nflags:\n%s",
+                   model_flags_help);
+            return 0;
+        }
+        if (model_flag(a, &opt) || !operand_or_end(a)) continue;
+        if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
+        path = a->argv[a->i];
+    }
+    if (!path) usage_error(a, "MODEL is missing");
+    if (opt.no_prepared) usage_error(a, "--no-prepared: prepare makes the prepared file");
+    if (opt.math != MATH_EXACT) usage_error(a, "--math: the prepared file is the same for every --math");
+    Model m;
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
+    if (!m.prepared.path) die("no prepared file was written (%s)", m.prepared_note.msg);
+    printf("%s: %s, %.1f MB (%s)\n", m.prepared.path, m.prepared.made_now ? "written" : "up to date", m.prepared.size / 1e6,
+           weight_type_name(m.dtype));
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;
@@ -1676,6 +1752,7 @@ typedef struct {
 
 static const Command commands[] = {
     {"info", cmd_info, "print a checkpoint's configuration, tensors and memory needs"},
+    {"prepare", cmd_prepare, "write the prepared weights of a format ahead of the first run"},
     {"tok", cmd_tok, "print the token ids of a text"},
     {"detok", cmd_detok, "print the text of token ids"},
     {"fwd", cmd_fwd, "run the forward pass on token ids; print the top next tokens"},

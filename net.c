@@ -22,10 +22,17 @@ static WeightType weight_type_of(DType t) {
 }
 
 /* Loading state: which of the checkpoint's tensors the model has used, so
- * that one it never uses (a sign of a misread architecture) is refused. */
+ * that one it never uses (a sign of a misread architecture) is refused;
+ * where the matrices come from and go. */
 typedef struct {
     Model *m;
     bool *used;                /* [st.n_tensors] */
+    PreparedFile *from;        /* the matrices are views into this prepared file, or NULL: laid out from the checkpoint */
+    PreparedWriter *to;        /* the laid-out matrices are written here (and freed), or NULL */
+    bool shapes_only;          /* only check every tensor's presence and shape: read no weight */
+    bool prepared_failed;      /* the error came from the prepared file, not the checkpoint */
+    size_t written, total;     /* bytes written to `to` so far, and in all */
+    const ModelOptions *opt;   /* its progress callback */
 } Loader;
 
 /* The checkpoint's tensor of the language model's tensor `name`: an
@@ -81,21 +88,41 @@ static WeightType matrix_format(const char *name, int cols, WeightType stored, W
     return chosen == WEIGHT_Q4 && is_head(name) ? WEIGHT_Q8 : chosen;
 }
 
-/* A matrix copied from the mapping into the grouped layout the products
- * read (kernels.h), converted when another format is asked for (see
- * matrix_format); the mapping's pages are then given back. */
+/* A matrix copied from the mapped checkpoint into the grouped layout the
+ * products read (kernels.h) in the format `want`; the mapping's pages are
+ * then given back. When a prepared file is being made, the copy goes into
+ * it and is freed (the file is mapped once complete). */
+static int lay_out(Loader *ld, const Tensor *t, const char *name, WeightType want, Matrix *out, Error *e) {
+    ThreadPool *pool = ld->m->pool;
+    Matrix view = {.type = weight_type_of(t->dtype), .rows = (int)t->shape[0], .cols = (int)t->shape[1], .data = t->data,
+                   .math = MATH_EXACT, .layout = LAYOUT_ROWS};
+    if (want == view.type) *out = matrix_grouped(&view, pool);
+    else if (want == WEIGHT_Q8) *out = matrix_to_q8(&view, pool);
+    else if (want == WEIGHT_Q4) *out = matrix_to_q4(&view, pool);
+    else *out = matrix_to_f32(&view, pool);
+    release_mapped(t->data, t->nbytes);
+    if (!ld->to) return 0;
+    int rc = prepared_add(ld->to, name, out, e);
+    ld->written += matrix_bytes(out);
+    matrix_free(out);
+    *out = (Matrix){0};
+    if (rc == 0 && ld->opt->progress) ld->opt->progress(ld->opt->progress_ctx, ld->to->path, (double)ld->written / (double)ld->total);
+    return rc;
+}
+
+/* A matrix in the format matrix_format gives it: a view into the prepared
+ * file, or laid out from the checkpoint. */
 static int load_matrix(Loader *ld, const char *name, int rows, int cols, Matrix *out, Error *e) {
     const Tensor *t = find_tensor(ld, name, rows, cols, e);
     if (!t) return -1;
     Model *m = ld->m;
-    Matrix view = {.type = weight_type_of(t->dtype), .rows = rows, .cols = cols, .data = t->data, .math = MATH_EXACT,
-                   .layout = LAYOUT_ROWS};
-    WeightType want = matrix_format(name, cols, view.type, m->dtype);
-    if (want == view.type) *out = matrix_grouped(&view, m->pool);
-    else if (want == WEIGHT_Q8) *out = matrix_to_q8(&view, m->pool);
-    else if (want == WEIGHT_Q4) *out = matrix_to_q4(&view, m->pool);
-    else *out = matrix_to_f32(&view, m->pool);
-    release_mapped(t->data, t->nbytes);
+    WeightType want = matrix_format(name, cols, weight_type_of(t->dtype), m->dtype);
+    if (ld->shapes_only) return 0;
+    if (ld->from) {
+        if (prepared_matrix(ld->from, name, want, rows, cols, out, e) != 0) return ld->prepared_failed = true, -1;
+    } else if (lay_out(ld, t, name, want, out, e) != 0) {
+        return -1;
+    }
     /* bf16 arithmetic in the layers; the output head and the routers stay
      * exact: the head runs for one token per forward pass, so exactness
      * there costs nothing, and a router's choice is not to be rounded. */
@@ -110,6 +137,7 @@ static int load_vector(Loader *ld, const char *name, int n, bool present, float 
     if (!present) return 0;
     const Tensor *t = find_tensor(ld, name, n, 0, e);
     if (!t) return -1;
+    if (ld->shapes_only) return 0;
     Matrix view = {.type = weight_type_of(t->dtype), .rows = 1, .cols = n, .data = t->data, .math = MATH_EXACT,
                    .layout = LAYOUT_ROWS};
     *out = xmalloc((size_t)n * sizeof(float));
@@ -215,21 +243,24 @@ static int check_all_used(Loader *ld, Error *e) {
     return 0;
 }
 
-static int load_weights(Model *m, Error *e) {
+/* Every weight, through the loader ld (its `from` and `to` set). */
+static int load_weights(Model *m, Loader *ld, Error *e) {
     const Config *c = &m->config;
     TransformerWeights *w = &m->weights;
-    Loader ld = {.m = m, .used = xcalloc(m->st.n_tensors, sizeof(bool))};
-    int rc = load_matrix(&ld, "model.embed_tokens.weight", c->vocab_size, c->dim, &w->embed, e);
+    ld->m = m;
+    ld->used = xcalloc(m->st.n_tensors, sizeof(bool));
+    int rc = load_matrix(ld, "model.embed_tokens.weight", c->vocab_size, c->dim, &w->embed, e);
     w->layers = xcalloc((size_t)c->n_layers, sizeof(LayerWeights));
-    for (int l = 0; rc == 0 && l < c->n_layers; l++) rc = load_layer(&ld, l, &w->layers[l], e);
-    if (rc == 0) rc = load_norm(&ld, "model.norm.weight", c->dim, true, &w->final_norm, e);
-    if (rc == 0 && !c->tied_embeddings) rc = load_matrix(&ld, "lm_head.weight", c->vocab_size, c->dim, &w->lm_head, e);
+    for (int l = 0; rc == 0 && l < c->n_layers; l++) rc = load_layer(ld, l, &w->layers[l], e);
+    if (rc == 0) rc = load_norm(ld, "model.norm.weight", c->dim, true, &w->final_norm, e);
+    if (rc == 0 && !c->tied_embeddings) rc = load_matrix(ld, "lm_head.weight", c->vocab_size, c->dim, &w->lm_head, e);
     if (rc == 0 && c->tied_embeddings) {
         w->lm_head = w->embed;
         w->lm_head.owned = NULL;  /* the embedding matrix owns the memory */
     }
-    if (rc == 0) rc = check_all_used(&ld, e);
-    free(ld.used);
+    if (rc == 0) rc = check_all_used(ld, e);
+    if (rc == 0 && ld->from && prepared_check_end(ld->from, e) != 0) rc = -1, ld->prepared_failed = true;
+    free(ld->used);
     return rc;
 }
 
@@ -249,6 +280,7 @@ static void free_weights(Model *m) {
     }
     free(w->layers);
     free(w->final_norm);
+    memset(w, 0, sizeof *w);
 }
 
 size_t model_weight_bytes(const Model *m) {
@@ -464,7 +496,7 @@ static int check_memory(const Model *m, WeightType stored, Error *e) {
                 (double)limit / 1e9);
 }
 
-int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
+int model_open(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     memset(m, 0, sizeof *m);
     char *path = weights_path(model, e);
     if (!path) return -1;
@@ -476,41 +508,88 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
         return -1;
     }
     const Config *c = &m->config;
+    m->weights_path = path;
 
     m->max_context = opt->context ? opt->context : (c->max_pos < DEFAULT_CONTEXT ? c->max_pos : DEFAULT_CONTEXT);
     size_t kv = kv_cache_bytes(c, m->max_context);
+    const Tensor *embed = NULL;
     if (m->max_context < 1 || m->max_context > c->max_pos)
         rc = fail(e, "a context of %d positions is outside [1, %d] (max_position_embeddings)", m->max_context, c->max_pos);
     else if (kv > memory_limit() / 2)
         rc = fail(e, "a KV cache for a context of %d positions takes %.1f GB, more than this machine can hold",
                   m->max_context, kv == SIZE_MAX ? INFINITY : (double)kv / 1e9);
-    else
-        rc = st_open(&m->st, path, e);
-    free(path);
-    if (rc != 0) return -1;
-    const Tensor *embed = find_language_tensor(m, "model.embed_tokens.weight");
-    if (!embed) {
-        fail(e, "%s: tensor '%smodel.embed_tokens.weight' is missing", m->st.files[0].path,
-             c->multimodal ? "language_model." : "");
-        st_close(&m->st);
-        return -1;
-    }
-    if (choose_dtype(opt->dtype, weight_type_of(embed->dtype), &m->dtype, e) != 0) {
-        st_close(&m->st);
-        return -1;
-    }
-    if (opt->math == MATH_BF16 && m->dtype != WEIGHT_BF16) {
-        st_close(&m->st);
-        return fail(e, "bf16 arithmetic needs bf16 weights (these run as %s)", weight_type_name(m->dtype));
-    }
-    m->stored = weight_type_of(embed->dtype);
-    if (check_memory(m, m->stored, e) != 0) {
-        st_close(&m->st);
-        return -1;
-    }
+    else if (st_open(&m->st, path, e) != 0)
+        rc = -1;
+    else if (!(embed = find_language_tensor(m, "model.embed_tokens.weight")))
+        rc = fail(e, "%s: tensor '%smodel.embed_tokens.weight' is missing", m->st.files[0].path,
+                  c->multimodal ? "language_model." : "");
+    else if (choose_dtype(opt->dtype, weight_type_of(embed->dtype), &m->dtype, e) != 0)
+        rc = -1;
+    else if (opt->math == MATH_BF16 && m->dtype != WEIGHT_BF16)
+        rc = fail(e, "bf16 arithmetic needs bf16 weights (these run as %s)", weight_type_name(m->dtype));
+    else if (check_memory(m, weight_type_of(embed->dtype), e) != 0)
+        rc = -1;
+    m->stored = embed ? weight_type_of(embed->dtype) : WEIGHT_BF16;
     m->math = opt->math;
+    if (rc == 0) {
+        /* Every tensor the architecture needs, of the right shape, and no other. */
+        Loader ld = {.shapes_only = true, .opt = opt};
+        rc = load_weights(m, &ld, e);
+        free_weights(m);
+    }
+    if (rc != 0) model_free(m);
+    return rc;
+}
+
+/* The matrices laid out in memory, with the reason in m->prepared_note. */
+static int load_in_memory(Model *m, const ModelOptions *opt, const char *reason, Error *e) {
+    fail(&m->prepared_note, "%.400s: the weights are laid out in memory", reason);
+    Loader ld = {.opt = opt};
+    return load_weights(m, &ld, e);
+}
+
+/* The weights through the prepared file: mapped when it is there and up to
+ * date, else made first (each matrix laid out, written and freed) and then
+ * mapped; laid out in memory when it cannot be written. */
+static int load_prepared(Model *m, const ModelOptions *opt, Error *e) {
+    uint64_t key = prepared_key(&m->st);
+    Error why;
+    int found = prepared_find(&m->prepared, m->weights_path, key, m->dtype, &why);
+    if (found == 0) {
+        Loader ld = {.from = &m->prepared, .opt = opt};
+        int rc = load_weights(m, &ld, e);
+        if (rc == 0 || !ld.prepared_failed) return rc;
+        /* A table that does not fit the checkpoint: made again. */
+        why = *e;
+        found = -1;
+        free_weights(m);
+        prepared_close(&m->prepared);
+    }
+    if (found < 0) fail(&m->prepared_note, "%.400s: made again", why.msg);
+
+    WeightPlan plan;
+    weight_plan(&plan, &m->config, m->stored, m->dtype);
+    PreparedWriter w;
+    if (prepared_create(&w, m->weights_path, key, m->dtype, plan.bytes, &why) != 0) return load_in_memory(m, opt, why.msg, e);
+    Loader ld = {.to = &w, .opt = opt, .total = plan.bytes};
+    int rc = load_weights(m, &ld, e);
+    free_weights(m);
+    if (rc != 0) {
+        prepared_abandon(&w);
+        return ld.prepared_failed ? load_in_memory(m, opt, e->msg, e) : -1;
+    }
+    if (prepared_commit(&w, &why) != 0) return load_in_memory(m, opt, why.msg, e);
+    if (prepared_find(&m->prepared, m->weights_path, key, m->dtype, e) != 0) return -1;
+    m->prepared.made_now = true;
+    Loader again = {.from = &m->prepared, .opt = opt};
+    return load_weights(m, &again, e);
+}
+
+int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
+    if (model_open(m, model, opt, e) != 0) return -1;
     m->pool = pool_new(opt->threads > 0 ? opt->threads : cpu_count());
-    if (load_weights(m, e) != 0) {
+    int rc = opt->no_prepared ? load_weights(m, &(Loader){.opt = opt}, e) : load_prepared(m, opt, e);
+    if (rc != 0) {
         model_free(m);
         return -1;
     }
@@ -521,8 +600,10 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
 void model_free(Model *m) {
     free_weights(m);
     free_state(&m->state);
+    prepared_close(&m->prepared);
     st_close(&m->st);
     pool_free(m->pool);
+    free(m->weights_path);
     memset(m, 0, sizeof *m);
 }
 

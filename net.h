@@ -1,5 +1,6 @@
-/* net.h - the transformer: its weights (copied from the mapped checkpoint
- * into the layouts the products read, or converted), the KV cache of a sequence, and the forward pass.
+/* net.h - the transformer: its weights (mapped from the prepared file that
+ * holds them in the layouts the products read, or laid out in memory from
+ * the mapped checkpoint), the KV cache of a sequence, and the forward pass.
  *
  * One forward pass serves every use: a prompt (a block of tokens of one
  * sequence), a single decoding step, or a batch of several sequences at once
@@ -14,6 +15,7 @@
 #include "config.h"
 #include "kernels.h"
 #include "moe.h"
+#include "prepared.h"
 #include "safetensors.h"
 #include "threads.h"
 #include "util.h"
@@ -81,6 +83,11 @@ typedef struct {
     int threads;               /* 0: one per CPU */
     DTypeChoice dtype;         /* the format of the big matrices */
     MathMode math;             /* MATH_BF16: bf16 weights times activations rounded to bf16 */
+    bool no_prepared;          /* lay the matrices out in memory at each load: no prepared file (prepared.h) */
+    /* While a prepared file is being made: told its path and the fraction
+     * written so far, after each matrix. May be NULL. */
+    void (*progress)(void *ctx, const char *path, double done);
+    void *progress_ctx;
 } ModelOptions;
 
 /* What a probe is shown: one step of the forward pass for a block of
@@ -129,12 +136,24 @@ typedef struct {
     WeightType stored;         /* their format in the checkpoint */
     MathMode math;             /* how bf16 matrices multiply */
     SafeTensors st;            /* the mapped checkpoint */
+    char *weights_path;        /* its model.safetensors (or index) */
+    PreparedFile prepared;     /* the mapped prepared file the matrices are views into, if any */
+    Error prepared_note;       /* why the prepared file was made again or not used, else "" */
     ThreadPool *pool;
     const Probe *probe;        /* when set, forward shows it each step */
 } Model;
 
-/* Loads MODEL (a checkpoint folder or a file in it): config, weights with
- * every shape checked, and the scratch space. */
+/* Opens MODEL (a checkpoint folder or a file in it) without reading a
+ * weight: config.json, the checkpoint's headers (every tensor's name,
+ * dtype and shape), the format the matrices run in, the context. What
+ * `info` shows; model_free undoes it. */
+int model_open(Model *m, const char *model, const ModelOptions *opt, Error *e);
+
+/* model_open, then the weights, every shape checked, and the scratch space.
+ * The matrices are views into the prepared file of the checkpoint in that
+ * format (prepared.h), which is made first when it is missing or out of
+ * date; with opt->no_prepared, or when no such file can be written, they
+ * are laid out in memory instead. */
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e);
 void model_free(Model *m);
 

@@ -183,7 +183,12 @@ static int add_path(SafeTensors *st, const char *path, Error *e) {
     if (map_file(path, &f->map, &f->size, e) != 0) return -1;
     f->path = xstrdup(path);
     st->n_files++;
-    return st_add_file(st, f->map, f->size, f->path, e);
+    /* Only the header is read now: no read-around of the weights meanwhile
+     * (a device may read megabytes around each page fault). */
+    if (f->size) madvise((void *)f->map, f->size, MADV_RANDOM);
+    int rc = st_add_file(st, f->map, f->size, f->path, e);
+    if (f->size) madvise((void *)f->map, f->size, MADV_NORMAL);
+    return rc;
 }
 
 /* A shard's name: not empty, no folder part, no NUL. */
