@@ -161,7 +161,13 @@ INLINE void float_range(WeightType type, bool second_first, const Matrix *w, con
 }
 
 static void matmul_float(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
-    matmul_float_by_type(float_range, out, xp, w, n, r0, r1);
+    /* The weight type as a constant, so that the always-inlined range is
+     * built once per type. */
+    switch (w->type) {
+    case WEIGHT_F16: float_range(WEIGHT_F16, false, w, xp, n, out, r0, r1); break;
+    case WEIGHT_BF16: float_range(WEIGHT_BF16, false, w, xp, n, out, r0, r1); break;
+    default: float_range(WEIGHT_F32, false, w, xp, n, out, r0, r1); break;
+    }
 }
 
 /* bf16 arithmetic: the same tiles over activations rounded to bf16, each

@@ -303,7 +303,13 @@ INLINE void tile_range(WeightType type, bool bf16_math, const Matrix *w, const f
 }
 
 static void matmul_float(float *out, const float *xp, const Matrix *w, int n, int r0, int r1) {
-    matmul_float_by_type(tile_range, out, xp, w, n, r0, r1);
+    /* The weight type as a constant, so that the always-inlined range is
+     * built once per type. */
+    switch (w->type) {
+    case WEIGHT_F16: tile_range(WEIGHT_F16, false, w, xp, n, out, r0, r1); break;
+    case WEIGHT_BF16: tile_range(WEIGHT_BF16, false, w, xp, n, out, r0, r1); break;
+    default: tile_range(WEIGHT_F32, false, w, xp, n, out, r0, r1); break;
+    }
 }
 
 /* bf16 arithmetic: the BF16 dot product, or the fp32 tiles over the rounded

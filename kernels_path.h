@@ -98,23 +98,6 @@ void avx2_softmax(float *x, int n);
 void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
                  int group, int hd, const AttendSpec *spec, float *scratch);
 
-/* A SIMD path's product over row groups [r0, r1) for weights of `type`
- * (fp32 activations, or bf16 arithmetic). */
-typedef void RowRange(WeightType type, bool bf16_math, const Matrix *w, const float *xp, int n, float *out, int r0,
-                      int r1);
-
-/* matmul_float of a SIMD path: its RowRange with the weight type as a
- * constant (f16, bf16, else f32), so that the always-inlined range is
- * built once per type. */
-static inline void matmul_float_by_type(RowRange *range, float *out, const float *xp, const Matrix *w, int n, int r0,
-                                        int r1) {
-    switch (w->type) {
-    case WEIGHT_F16: range(WEIGHT_F16, false, w, xp, n, out, r0, r1); break;
-    case WEIGHT_BF16: range(WEIGHT_BF16, false, w, xp, n, out, r0, r1); break;
-    default: range(WEIGHT_F32, false, w, xp, n, out, r0, r1); break;
-    }
-}
-
 /* How bf16 arithmetic is done where the BF16 dot product exists:
  * RUN_BF16_DOT=instruction or fma, else whichever is faster (measured by
  * the AVX-512 path). Read once, in kernels.c beside RUN_KERNELS. */
