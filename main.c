@@ -135,7 +135,11 @@ static const char *model_flags_help =
     "                       AVX-512 BF16, less exact\n"
     "  --no-prepared        lay the weights out in memory at every start instead of\n"
     "                       mapping the prepared file (made once per format beside\n"
-    "                       the checkpoint, or in ~/.cache/run; see 'run prepare')\n";
+    "                       the checkpoint, or in ~/.cache/run; see 'run prepare')\n"
+    "  -ctk, --cache-type-k T  the KV cache's keys: f32 (default, exact), bf16, or\n"
+    "                       q8_0 (int8, an f16 scale per block of 32: about a\n"
+    "                       quarter of f32's memory)\n"
+    "  -ctv, --cache-type-v T  the KV cache's values: the same types\n";
 
 static DTypeChoice parse_dtype(const Args *a, const char *value) {
     static const struct {
@@ -154,6 +158,13 @@ static MathMode parse_math(const Args *a, const char *value) {
     usage_error(a, "--math: expected exact or bf16, got '%s'", value);
 }
 
+static KVType parse_cache_type(const Args *a, const char *flag, const char *value) {
+    KVType t;
+    Error e;
+    if (kv_type_parse(&t, value, &e) != 0) usage_error(a, "%s: %s", flag, e.msg);
+    return t;
+}
+
 /* Consumes the current argument (and its value) if it is a model flag. */
 static bool model_flag(Args *a, ModelOptions *opt) {
     if (is_flag(a, "-c|--ctx-size")) opt->context = (int)parse_long(a, "-c", flag_value(a), 1, 1 << 24);
@@ -161,6 +172,8 @@ static bool model_flag(Args *a, ModelOptions *opt) {
     else if (is_flag(a, "--dtype")) opt->dtype = parse_dtype(a, flag_value(a));
     else if (is_flag(a, "--math")) opt->math = parse_math(a, flag_value(a));
     else if (is_flag(a, "--no-prepared")) no_value(a), opt->no_prepared = true;
+    else if (is_flag(a, "-ctk|--cache-type-k")) opt->cache_type_k = parse_cache_type(a, "--cache-type-k", flag_value(a));
+    else if (is_flag(a, "-ctv|--cache-type-v")) opt->cache_type_v = parse_cache_type(a, "--cache-type-v", flag_value(a));
     else return false;
     return true;
 }
@@ -376,6 +389,18 @@ static void print_formats(const Config *c, WeightType run_as, WeightType stored)
     }
 }
 
+/* The KV cache in each format (keys and values alike): at the context, and
+ * what each 1024 positions more add. */
+static void print_kv_types(const Config *c, int context) {
+    printf("KV cache by type:  context %d    per 1024 positions more\n", context);
+    for (int i = 0; i < KV_TYPES; i++) {
+        KVType t = (KVType)i;
+        size_t at = kv_cache_bytes(c, context, t, t), more = kv_cache_bytes(c, context + 1024, t, t) - at;
+        if (kv_type_fits(t, c->head_dim)) printf("  %-6s %14.1f MB %19.1f MB\n", kv_type_name(t), at / 1e6, more / 1e6);
+        else printf("  %-6s needs head_dim a multiple of %d\n", kv_type_name(t), QUANT_BLOCK);
+    }
+}
+
 /* Where the weights come from at a run: the prepared file, if it is made
  * and up to date (only its header and table are read), else what a run
  * will do. */
@@ -450,9 +475,11 @@ static int cmd_info(Args *a) {
            params >= 1e9 ? "B" : "M", bytes / 1e6);
     WeightPlan plan;
     weight_plan(&plan, c, m.stored, m.dtype);
-    size_t kv = kv_cache_bytes(c, m.max_context);
-    printf("memory to run: weights %.1f MB (%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", plan.bytes / 1e6,
-           weight_type_name(m.dtype), kv / 1e6, m.max_context, (plan.bytes + kv) / 1e6);
+    size_t kv = kv_cache_bytes(c, m.max_context, m.cache_type_k, m.cache_type_v);
+    printf("memory to run: weights %.1f MB (%s) + KV cache %.1f MB (context %d, keys %s, values %s) = %.1f MB\n",
+           plan.bytes / 1e6, weight_type_name(m.dtype), kv / 1e6, m.max_context, kv_type_name(m.cache_type_k),
+           kv_type_name(m.cache_type_v), (plan.bytes + kv) / 1e6);
+    print_kv_types(c, m.max_context);
     print_prepared(&m, opt.no_prepared, plan.bytes);
     print_formats(c, m.dtype, m.stored);
     model_free(&m);
@@ -484,6 +511,8 @@ static int cmd_prepare(Args *a) {
     if (!path) usage_error(a, "MODEL is missing");
     if (opt.no_prepared) usage_error(a, "--no-prepared: prepare makes the prepared file");
     if (opt.math != MATH_EXACT) usage_error(a, "--math: the prepared file is the same for every --math");
+    if (opt.cache_type_k != KV_F32 || opt.cache_type_v != KV_F32)
+        usage_error(a, "--cache-type-k/-v: prepare makes no KV cache");
     Model m;
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     if (!m.prepared.path) die("no prepared file was written (%s)", m.prepared_note.msg);
@@ -643,7 +672,7 @@ static int cmd_fwd(Args *a) {
     print_top5(last, vocab, tokenizer);
     if (report) {
         ReportRun run = {.command = "fwd", .model = path, .threads = pool_size(m.pool),
-                         .kv_bytes = kv_cache_bytes(&m.config, kv.capacity), .load_seconds = load_seconds,
+                         .kv_bytes = kv_cache_bytes(&m.config, kv.capacity, kv.key_type, kv.value_type), .load_seconds = load_seconds,
                          .prompt_tokens = n, .prompt_seconds = seconds};
         Error e;
         if (report_write(report, report_path, ids, n, &run, &e) != 0) die("%s", e.msg);
@@ -683,18 +712,19 @@ static int cmd_bench(Args *a) {
                    "  -p N                 prompt tokens to prefill (default 128)\n"
                    "  -n N                 tokens to decode (default 64)\n"
                    "  -r N                 repeats (default 3)\n"
-                   "  --depth D            tokens already in the KV cache before each test\n"
+                   "  -d, --depth D        tokens already in the KV cache before each test\n"
                    "                       (default 0), to measure speed at long context\n"
                    "  -c, --ctx-size N     context length (default: depth + the larger of -p and -n)\n"
                    "  -t, --threads N      threads (default: one per CPU this process may use)\n"
-                   "  --dtype T, --math M  as for info: bf16, f16, f32, q8 or q4; exact or bf16\n");
+                   "  --dtype T, --math M  as for info: bf16, f16, f32, q8 or q4; exact or bf16\n"
+                   "  -ctk T, -ctv T       the KV cache's keys and values: f32 (default), bf16, q8_0\n");
             return 0;
         }
         if (model_flag(a, &opt)) continue;
         if (is_flag(a, "-p")) n_prompt = (int)parse_long(a, "-p", flag_value(a), 1, 1 << 20);
         else if (is_flag(a, "-n")) n_gen = (int)parse_long(a, "-n", flag_value(a), 1, 1 << 20);
         else if (is_flag(a, "-r")) repeats = (int)parse_long(a, "-r", flag_value(a), 1, 1000);
-        else if (is_flag(a, "--depth")) depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
+        else if (is_flag(a, "-d|--depth")) depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
         else if (!operand_or_end(a)) continue;
         else if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
         else path = a->argv[a->i];
@@ -712,9 +742,9 @@ static int cmd_bench(Args *a) {
     int *tokens = xmalloc((size_t)longest * sizeof *tokens);
     for (int i = 0; i < longest; i++) tokens[i] = (int)((i * 7919L + 13) % vocab);
     int threads = pool_size(m.pool);
-    printf("model %s: %s weights%s, %.1f MB, %d thread%s, %s kernels\n", path, weight_type_name(m.dtype),
+    printf("model %s: %s weights%s, %.1f MB, %d thread%s, %s kernels, KV cache %s/%s\n", path, weight_type_name(m.dtype),
            m.math == MATH_BF16 ? " (bf16 arithmetic)" : "", model_weight_bytes(&m) / 1e6, threads, threads == 1 ? "" : "s",
-           kernels_in_use());
+           kernels_in_use(), kv_type_name(m.cache_type_k), kv_type_name(m.cache_type_v));
 
     /* A first token maps the weights in; then the cache is filled to the depth. */
     KVCache kv;
@@ -1229,7 +1259,8 @@ static ReportRun generation_run(const char *command, const char *model, const Se
              s->temperature, s->top_k, s->top_p, s->min_p, s->repeat_penalty, s->presence_penalty, s->frequency_penalty,
              (unsigned long long)s->seed);
     return (ReportRun){.command = command, .model = model, .sampling = sampling, .threads = pool_size(seq->model->pool),
-                       .kv_bytes = kv_cache_bytes(&seq->model->config, seq->cache.capacity), .load_seconds = load_seconds,
+                       .kv_bytes = kv_cache_bytes(&seq->model->config, seq->cache.capacity, seq->cache.key_type,
+                                                  seq->cache.value_type), .load_seconds = load_seconds,
                        .prompt_tokens = seq->prompt_tokens, .prompt_seconds = seq->prompt_seconds,
                        .decode_tokens = seq->decode_tokens, .decode_seconds = seq->decode_seconds};
 }
