@@ -83,16 +83,17 @@ static void quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, 
 
 /* Rows of a KV cache as floats, value by value (see kernels.h). */
 static void plain_kv_load(float *out, KVType t, const void *rows, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        if (t == KV_F32) {
-            out[i] = ((const float *)rows)[i];
-        } else if (t == KV_BF16) {
-            out[i] = bf16_to_f32(((const uint16_t *)rows)[i]);
-        } else {  /* q8_0: q * d, d the f16 at the start of the value's block */
-            const uint8_t *block = (const uint8_t *)rows + i / QUANT_BLOCK * Q8_0_BLOCK_BYTES;
-            uint16_t d;
-            memcpy(&d, block, 2);
-            out[i] = (float)(int8_t)block[2 + i % QUANT_BLOCK] * f16_to_f32(d);
+    if (t == KV_F32) {
+        for (size_t i = 0; i < n; i++) out[i] = ((const float *)rows)[i];
+    } else if (t == KV_BF16) {
+        for (size_t i = 0; i < n; i++) out[i] = bf16_to_f32(((const uint16_t *)rows)[i]);
+    } else {  /* q8_0: q * d, d the f16 at the start of the values' block */
+        for (size_t b = 0; b < n / QUANT_BLOCK; b++) {
+            const uint8_t *block = (const uint8_t *)rows + b * Q8_0_BLOCK_BYTES;
+            uint16_t half;
+            memcpy(&half, block, 2);
+            float d = f16_to_f32(half);
+            for (int j = 0; j < QUANT_BLOCK; j++) out[b * QUANT_BLOCK + j] = (float)(int8_t)block[2 + j] * d;
         }
     }
 }

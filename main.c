@@ -392,12 +392,15 @@ static void print_formats(const Config *c, WeightType run_as, WeightType stored)
 /* The KV cache in each format (keys and values alike): at the context, and
  * what each 1024 positions more add. */
 static void print_kv_types(const Config *c, int context) {
-    printf("KV cache by type:  context %d    per 1024 positions more\n", context);
+    printf("KV cache by type (-ctk, -ctv), keys and values:\n");
     for (int i = 0; i < KV_TYPES; i++) {
         KVType t = (KVType)i;
         size_t at = kv_cache_bytes(c, context, t, t), more = kv_cache_bytes(c, context + 1024, t, t) - at;
-        if (kv_type_fits(t, c->head_dim)) printf("  %-6s %14.1f MB %19.1f MB\n", kv_type_name(t), at / 1e6, more / 1e6);
-        else printf("  %-6s needs head_dim a multiple of %d\n", kv_type_name(t), QUANT_BLOCK);
+        if (kv_type_fits(t, c->head_dim))
+            printf("  %-5s %10.1f MB at context %d, %.1f MB per 1024 positions more\n", kv_type_name(t), at / 1e6, context,
+                   more / 1e6);
+        else
+            printf("  %-5s needs head_dim a multiple of %d\n", kv_type_name(t), QUANT_BLOCK);
     }
 }
 
@@ -1555,7 +1558,8 @@ static int cmd_ppl(Args *a) {
                    "context length) start every S tokens; each scores only the tokens no earlier\n"
                    "window scored, each predicted from the window's tokens before it. A line per\n"
                    "window goes to standard error, the result to standard output:\n"
-                   "  perplexity: P +/- E (N tokens scored, W windows of C tokens, stride S, DTYPE)\n\n"
+                   "  perplexity: P +/- E (N tokens scored, W windows of C tokens, stride S, DTYPE\n"
+                   "  weights[, KV cache K/V when -ctk or -ctv is not f32])\n\n"
                    "flags:\n"
                    "  --stride S           tokens between the starts of windows (default: half\n"
                    "                       the window)\n"
@@ -1598,9 +1602,12 @@ static int cmd_ppl(Args *a) {
     perplexity_run(&m, ids.ids, (int)ids.n, window, stride, &t, show_window, NULL);
     double seconds = now_seconds() - t0;
     int n_windows = perplexity_windows((int)ids.n, window, stride);
-    printf("perplexity: %.6f +/- %.6f (%ld tokens scored, %d window%s of %d tokens, stride %d, %s weights)\n",
+    char cache[64] = "";
+    if (m.cache_type_k != KV_F32 || m.cache_type_v != KV_F32)
+        snprintf(cache, sizeof cache, ", KV cache %s/%s", kv_type_name(m.cache_type_k), kv_type_name(m.cache_type_v));
+    printf("perplexity: %.6f +/- %.6f (%ld tokens scored, %d window%s of %d tokens, stride %d, %s weights%s)\n",
            perplexity_value(&t), perplexity_error(&t), t.n_scored, n_windows, n_windows == 1 ? "" : "s", window, stride,
-           weight_type_name(m.dtype));
+           weight_type_name(m.dtype), cache);
     fprintf(stderr, "%zu tokens in %.2f s\n", ids.n, seconds);
     token_ids_free(&ids);
     model_free(&m);
