@@ -1,7 +1,8 @@
 /* kernels.h - the arithmetic that dominates a forward pass: a weight matrix
  * times one activation vector (decoding a token) or times a block of them
  * (prefilling a prompt), for every weight format, spread over a thread pool;
- * attention; the SwiGLU activation; softmax.
+ * attention over a KV cache of f32, bf16 or q8_0 rows, and those rows'
+ * formats; the SwiGLU activation; softmax.
  *
  * Kernel paths. One binary carries three versions of every kernel: plain C
  * (the definition, runs anywhere), AVX2+FMA+F16C, and AVX-512 (F, BW, VL,

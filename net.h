@@ -1,6 +1,7 @@
 /* net.h - the transformer: its weights (mapped from the prepared file that
  * holds them in the layouts the products read, or laid out in memory from
- * the mapped checkpoint), the KV cache of a sequence, and the forward pass.
+ * the mapped checkpoint), the KV cache of a sequence (keys and values in f32,
+ * or rounded to bf16 or q8_0 as they are written), and the forward pass.
  *
  * One forward pass serves every use: a prompt (a block of tokens of one
  * sequence), a single decoding step, or a batch of several sequences at once
