@@ -105,12 +105,14 @@ void shorten(float *v, int keep, const Pooling *p) {
 
 /* ---- inputs through the engine ---- */
 
-/* A wave of inputs in the engine: how many have ended (their events come
- * on the engine's thread). */
+/* A wave of inputs in the engine: how many have ended, and whether one
+ * was ended before all its tokens ran (their events come on the engine's
+ * thread). */
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t changed;
     int ended;
+    bool interrupted;
 } Wave;
 
 static void on_event(void *ctx, EngineRequest *r, const EngineEvent *event) {
@@ -119,6 +121,8 @@ static void on_event(void *ctx, EngineRequest *r, const EngineEvent *event) {
     if (event->kind != ENGINE_ENDED) return;
     pthread_mutex_lock(&w->lock);
     w->ended++;
+    /* A request for hidden states that ran to its end ends by its length. */
+    if (event->stop != STOP_LENGTH) w->interrupted = true;
     pthread_cond_broadcast(&w->changed);
     pthread_mutex_unlock(&w->lock);
 }
@@ -168,12 +172,10 @@ EmbedOutcome embed_run(float *out, Engine *engine, const TokenIds *inputs, int n
             all[i] = &r[i];
         }
         w.ended = 0;
+        w.interrupted = false;
         if (!engine_submit(engine, all, k)) outcome = EMBED_REFUSED;
         else if (wait_wave(&w, engine, r, k, gone, ctx)) outcome = EMBED_CANCELLED;
-        for (int i = 0; i < k; i++) {
-            if (outcome == EMBED_DONE && r[i].refused) outcome = EMBED_STOPPED;
-            if (outcome == EMBED_DONE && r[i].cancelled) outcome = EMBED_CANCELLED;
-        }
+        else if (w.interrupted) outcome = EMBED_STOPPED;  /* refused, or ended by engine_stop */
         /* The vectors, once every request of the wave ran to its end. */
         for (int i = 0; i < k && outcome == EMBED_DONE; i++) pool(out + (size_t)(first + i) * dim, hidden[i], r[i].n_prompt, dim, p);
         for (int i = 0; i < k; i++) free(hidden[i]);

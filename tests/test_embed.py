@@ -6,7 +6,7 @@ by the mean (modules.json with a Pooling and a Normalize module, as
 Qwen3-Embedding ships them) and by the CLS token without Normalize. Also the
 errors: a usage error or one clear message for the command, a JSON error
 with status 400 for the endpoint; and an embeddings request under way when
-SIGTERM comes finishes. Started by tests/test_embed.sh; prints
+SIGTERM comes finishes (or gets a 503 when the drain runs out of time). Started by tests/test_embed.sh; prints
 "tests/test_embed.sh: N passed, N failed" last. python3 standard library only."""
 import atexit
 import base64
@@ -241,6 +241,18 @@ check(status == 200 and len(body["data"]) == len(many) and
       f"SIGTERM during a request of {len(many)} inputs: it finishes, its last inputs the reference's vectors ({status})")
 check("draining" in server.text() and code == 0, f"and the server drained, exit 0 (got {code})")
 log = server.text()
+# A drain that runs out of time ends the request: a 503, never half-made vectors.
+server = Server("short", MODEL, "-c", "256", "--parallel", "2", "--max-body", "8000000", "--drain-timeout", "0.2")
+thread = threading.Thread(target=lambda: result.update(answer=server.request("POST", "/v1/embeddings", {"input": many})))
+thread.start()
+time.sleep(0.3)
+server.proc.send_signal(signal.SIGTERM)
+thread.join()
+status, data = result["answer"]
+code = server.proc.wait(timeout=600)
+check(status == 503 and b"shutting down" in data and code == 0,
+      f"SIGTERM with --drain-timeout 0.2 during a long request: 503 'shutting down', exit 0 (got {status} {data[:100]!r}, {code})")
+log += server.text()
 check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report")
 
 print(f"tests/test_embed.sh: {passed} passed, {failed} failed")
