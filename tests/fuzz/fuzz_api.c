@@ -1,7 +1,7 @@
 /* fuzz_api.c - libFuzzer target: a request body, as a chat completion and
  * as a completion, turned into generation settings, and as an embeddings
  * request. A body that is accepted must give settings the sampler accepts,
- * a length limit of at least 1 (or none), at most MAX_STOP_STRINGS
+ * a length limit of 0 or more (or none), at most MAX_STOP_STRINGS
  * non-empty stop strings, and messages whose roles and contents are
  * strings; as embeddings, 1 to API_MAX_EMBED_INPUTS inputs, each a string
  * or a non-empty list of token ids; a refused one must say why and leave
@@ -15,7 +15,7 @@
 static void walk(const ApiRequest *r) {
     Error e;
     assert(sampler_check_config(&r->generation.sampling, &e) == 0);
-    assert(r->generation.max_new == -1 || r->generation.max_new >= 1);
+    assert(r->generation.max_new >= -1);  /* -1: no limit; 0: the prompt only */
     assert(r->n_stops >= 0 && r->n_stops <= MAX_STOP_STRINGS);
     for (int i = 0; i < r->n_stops; i++) assert(strlen(r->stops[i]) > 0);
     assert(r->logprobs >= -1 && r->logprobs <= MAX_TOP_LOGPROBS);
