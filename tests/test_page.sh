@@ -45,7 +45,7 @@ node "$client/test.mjs" "$open_port" "$keyed_port" k3y "$want" "$(field chat_tok
 status=$?
 grep '^FAIL' "$tmp/out"
 check "the browser's checks: exit 0 (see above)" test "$status" -eq 0
-check "the browser's checks ran" test "$(grep -c '^ok' "$tmp/out")" -eq 30
+check "the browser's checks ran" test "$(grep -c '^ok' "$tmp/out")" -eq 31
 [ "$status" -eq 0 ] || cat "$tmp/out"
 for pid in $open_pid $keyed_pid; do
     kill -TERM "$pid"

@@ -11,7 +11,8 @@
 //     shows as text, no script runs, and its markdown (lists, emphasis,
 //     code with a copy button, folded thinking) is drawn;
 //   - on the server started with --api-key (KEY_PORT) the page asks for the
-//     key, refuses a wrong one, and works with the right one.
+//     key (dismissed, it shows the server's message), refuses a wrong one,
+//     and works with the right one.
 // PORT's server runs with -c 4096, KEY_PORT's with --api-key KEY; LOG is
 // PORT's server log; TMP a folder for the browser's profile. Prints one
 // "ok ..." or "FAIL ..." line per check.
@@ -148,7 +149,7 @@ try {
     "",
     "<script>window.__pwned = 1</script>",
     "<img src=x onerror=\"window.__pwned = 2\">",
-    "[click](javascript:window.__pwned=3) and [a site](https://example.com/x)",
+    "[click](javascript:window.__pwned=3) and [a site](https://example.com/x) and [bad](http://[oops)",
     "",
     "- first <i>item</i>",
     "- second",
@@ -196,8 +197,8 @@ try {
   check(seen.text.includes("<script>window.__pwned = 1</script>") && seen.text.includes("<img src=x onerror=\"window.__pwned = 2\">") &&
         seen.user === "<script>window.__pwned = 5</script>" && seen.title === "<img src=x onerror=\"window.__pwned = 4\">",
         "hostile text: shown as the text it is, in the reply, the message and the title");
-  check(JSON.stringify(seen.links) === JSON.stringify(["https://example.com/x"]) && seen.text.includes("[click](javascript:window.__pwned=3)"),
-        `links: http(s) only, a javascript: one left as text (${seen.links})`);
+  check(JSON.stringify(seen.links) === JSON.stringify(["https://example.com/x"]) && seen.text.includes("[click](javascript:window.__pwned=3)") &&
+        seen.text.includes("[bad](http://[oops)"), `links: http(s) only, a javascript: one and a broken one left as text (${seen.links})`);
   check(JSON.stringify([seen.strong, seen.em, seen.code, seen.del]) === JSON.stringify([["bold"], ["emphasis"], ["<b>code</b>"], ["gone"]]),
         `markdown: strong, emphasis, inline code, strikethrough (${JSON.stringify([seen.strong, seen.em, seen.code, seen.del])})`);
   check(JSON.stringify(seen.items) === JSON.stringify(["first <i>item</i>", "second"]) && JSON.stringify(seen.nested) === JSON.stringify(["nested"]),
@@ -217,6 +218,12 @@ try {
   const keyed = await open(`${keyBase}/`);
   await until(() => keyed.$eval("#key-dialog", (e) => e.open));
   check(await keyed.$eval("#key-dialog", (e) => e.open), "a server with --api-key: the page asks for the key");
+  await keyed.keyboard.press("Escape");
+  await until(() => keyed.$eval("#error", (e) => !e.hidden));
+  check(!(await keyed.$eval("#key-dialog", (e) => e.open)) && /API key/.test(await keyed.$eval("#error", (e) => e.textContent)),
+        "the question dismissed: the server's 401 message shown");
+  await keyed.reload();
+  await until(() => keyed.$eval("#key-dialog", (e) => e.open));
   await keyed.type("#key-input", "wrong");
   await keyed.click("#key-ok");
   await until(() => keyed.$eval("#key-note", (e) => !e.hidden && e.textContent.includes("refused")));
