@@ -734,7 +734,7 @@ static void handle_embeddings(Conn *c, const char *body, size_t len, Outcome *o)
  * own script and style (named by their hashes) and talk only to this
  * server, so that even text that slipped into its HTML could not act. */
 static void handle_page(Conn *c, Outcome *o) {
-    char headers[512];
+    char headers[1024];
     snprintf(headers, sizeof headers, "Content-Security-Policy: %s\r\nX-Content-Type-Options: nosniff\r\n"
              "Referrer-Policy: no-referrer\r\nCache-Control: no-cache\r\n", chat_page_csp);
     Buf page = {.data = (char *)chat_page, .len = sizeof chat_page - 1};
