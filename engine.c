@@ -133,12 +133,6 @@ static void start(Engine *e, Slot *slot) {
  * of each prompt being fed; then a step for each slot whose tokens are all
  * in. */
 static void step(Engine *e) {
-    /* A reply whose next token would be fed past its slot's context ends
-     * here (a prompt of the whole context may still sample one token). */
-    for (int i = 0; i < e->opt.slots; i++) {
-        Slot *slot = &e->slots[i];
-        if (slot->job && (int)slot->seq.tokens.n > slot->seq.cache.capacity) end_early(e, slot, STOP_CONTEXT_FULL);
-    }
     int budget = e->model->state.max_tokens, n = 0, decoding = 0, dim = e->model->config.dim;
     for (int i = 0; i < e->opt.slots; i++) {
         Sequence *q = &e->slots[i].seq;

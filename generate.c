@@ -168,6 +168,13 @@ static bool is_eos(const GenerationConfig *g, int id) {
     return false;
 }
 
+/* --ignore-eos: no end token can be sampled (an id past the vocabulary
+ * never is). */
+static void suppress_eos(const GenerationConfig *g, float *logits, int vocab) {
+    for (int i = 0; i < g->n_eos; i++)
+        if (g->eos_ids[i] < vocab) logits[g->eos_ids[i]] = -INFINITY;
+}
+
 /* Log-probabilities from the raw logits: the chosen token's and the top ones. */
 static void fill_logprobs(const Sequence *s, Step *step) {
     const float *x = s->raw_logits;
@@ -256,6 +263,7 @@ Step sequence_step(Sequence *s, float *logits) {
         if (!s->raw_logits) s->raw_logits = xmalloc((size_t)vocab * sizeof(float));
         memcpy(s->raw_logits, logits, (size_t)vocab * sizeof(float));
     }
+    if (s->config.ignore_eos) suppress_eos(&s->config, logits, vocab);
     int n_generated = sequence_generated(s);
     /* Under a grammar, the tokens it allows; none left (its parse outgrew a
      * bound) ends the reply. */
@@ -279,7 +287,7 @@ Step sequence_step(Sequence *s, float *logits) {
         const char *text = decode_stream_push(&s->stream, step.id, &len);
         hold(s, text, len);
         if (s->grammar && grammar_finished(s->grammar, s->grammar_state)) step.stop = STOP_GRAMMAR;
-        else if ((int)s->tokens.n == s->cache.capacity) step.stop = STOP_CONTEXT_FULL;
+        else if ((int)s->tokens.n > s->cache.capacity) step.stop = STOP_CONTEXT_FULL;
         else if (s->config.max_new >= 0 && n_generated + 1 >= s->config.max_new) step.stop = STOP_LENGTH;
     }
 

@@ -171,6 +171,16 @@ static void check_token(const Model *m, long id) {
     if (id < 0 || id >= m->config.vocab_size) die("token id %ld is outside the vocabulary [0, %d)", id, m->config.vocab_size);
 }
 
+/* What to do about input too long for the context: `shorten` (what to
+ * cut), or a larger -c while the model allows one. */
+static const char *too_long_advice(char *buf, size_t size, const Model *m, const char *shorten) {
+    if (m->max_context < m->config.max_pos)
+        snprintf(buf, size, "%s, or raise -c (the model allows up to %d)", shorten, m->config.max_pos);
+    else
+        snprintf(buf, size, "%s (%d positions is the most the model allows)", shorten, m->config.max_pos);
+    return buf;
+}
+
 /* ---- a progress line while loading ---- */
 
 /* On a terminal, a load that takes more than a second (a cold page cache,
@@ -291,20 +301,22 @@ static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions
 
 /* ---- reading input ---- */
 
-/* All of standard input. On a terminal, one Ctrl-D ends it, even in the
- * middle of a line (the read then returns a line without its newline). */
+/* All of standard input, with a terminating zero after its *len bytes. On
+ * a terminal, one Ctrl-D ends it, even in the middle of a line (the read
+ * then returns a line without its newline). */
 static char *read_standard_input(size_t *len) {
     bool terminal = isatty(STDIN_FILENO);
     size_t cap = 1 << 16, n = 0;
     char *buf = xmalloc(cap);
     for (;;) {
-        if (n == cap) buf = xrealloc(buf, cap *= 2, 1);
-        ssize_t got = read(STDIN_FILENO, buf + n, cap - n);
+        if (cap - n < 2) buf = xrealloc(buf, cap *= 2, 1);  /* room for a byte and the zero */
+        ssize_t got = read(STDIN_FILENO, buf + n, cap - n - 1);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) die("standard input: %s", strerror(errno));
         n += (size_t)got;
         if (got == 0 || (terminal && buf[n - 1] != '\n')) break;
     }
+    buf[n] = '\0';
     *len = n;
     return buf;
 }
@@ -603,7 +615,6 @@ static int cmd_fwd(Args *a) {
     if (tokens_arg) {
         size_t len;
         char *text = strcmp(tokens_arg, "-") == 0 ? read_standard_input(&len) : xstrdup(tokens_arg);
-        text[strcmp(tokens_arg, "-") == 0 ? len : strlen(text)] = '\0';
         ids = parse_ids(a, "--tokens", text, &n);
         free(text);
         if (n == 0) usage_error(a, "--tokens: no token ids given");
@@ -618,8 +629,10 @@ static int cmd_fwd(Args *a) {
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     double load_seconds = now_seconds() - t0;
     for (int i = 0; i < n; i++) check_token(&m, ids[i]);
+    char advice[160];
     if ((long)pos + n > m.max_context)
-        die("the last token's position, %ld, is past the context of %d positions", (long)pos + n - 1, m.max_context);
+        die("the last token's position, %ld, is past the context of %d positions: %s", (long)pos + n - 1, m.max_context,
+            too_long_advice(advice, sizeof advice, &m, tokens_arg ? "give fewer tokens" : "give a smaller POS"));
     Trace trace = {.out = stdout, .level = verbose};
     Probe probe = {.ctx = &trace, .vectors = trace_vectors};
     if (verbose) m.probe = &probe;
@@ -682,8 +695,8 @@ static int cmd_bench(Args *a) {
                    "and prints the median speed of the repeats as its last two lines:\n"
                    "  ppP: X tok/s   and   tgN: Y tok/s\n\n"
                    "flags:\n"
-                   "  -p N                 prompt tokens to prefill (default 128)\n"
-                   "  -n N                 tokens to decode (default 64)\n"
+                   "  -p N                 prompt tokens to prefill (default 128; 0: no prefill test)\n"
+                   "  -n N                 tokens to decode (default 64; 0: no decoding test)\n"
                    "  -r N                 repeats (default 3)\n"
                    "  --depth D            tokens already in the KV cache before each test\n"
                    "                       (default 0), to measure speed at long context\n"
@@ -693,8 +706,8 @@ static int cmd_bench(Args *a) {
             return 0;
         }
         if (model_flag(a, &opt)) continue;
-        if (is_flag(a, "-p")) n_prompt = (int)parse_long(a, "-p", flag_value(a), 1, 1 << 20);
-        else if (is_flag(a, "-n")) n_gen = (int)parse_long(a, "-n", flag_value(a), 1, 1 << 20);
+        if (is_flag(a, "-p")) n_prompt = (int)parse_long(a, "-p", flag_value(a), 0, 1 << 20);
+        else if (is_flag(a, "-n")) n_gen = (int)parse_long(a, "-n", flag_value(a), 0, 1 << 20);
         else if (is_flag(a, "-r")) repeats = (int)parse_long(a, "-r", flag_value(a), 1, 1000);
         else if (is_flag(a, "--depth")) depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
         else if (!operand_or_end(a)) continue;
@@ -702,13 +715,15 @@ static int cmd_bench(Args *a) {
         else path = a->argv[a->i];
     }
     if (!path) usage_error(a, "MODEL is missing");
+    if (n_prompt == 0 && n_gen == 0) usage_error(a, "-p 0 and -n 0: nothing to time");
     if (!opt.context) opt.context = depth + (n_prompt > n_gen ? n_prompt : n_gen);
     Model m;
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
-    int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth;
+    int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth > 0 ? depth : 1;
+    char advice[160];
     if ((long)depth + n_prompt > m.max_context || (long)depth + n_gen > m.max_context)
-        die("depth %d + %d tokens do not fit the context of %d positions", depth, n_prompt > n_gen ? n_prompt : n_gen,
-            m.max_context);
+        die("depth %d + %d tokens do not fit the context of %d positions: %s", depth, n_prompt > n_gen ? n_prompt : n_gen,
+            m.max_context, too_long_advice(advice, sizeof advice, &m, "lower -p, -n or --depth"));
 
     /* A fixed, arbitrary prompt of valid ids. */
     int *tokens = xmalloc((size_t)longest * sizeof *tokens);
@@ -737,10 +752,13 @@ static int cmd_bench(Args *a) {
         t0 = now_seconds();
         for (int i = 0; i < n_gen; i++) token = argmax(forward(&m, &kv, &token, 1, depth + i, false), vocab);
         tg[r] = n_gen / (now_seconds() - t0);
-        printf("repeat %d: prefill %.1f tok/s, decode %.1f tok/s\n", r + 1, pp[r], tg[r]);
+        printf("repeat %d:", r + 1);
+        if (n_prompt) printf(" prefill %.1f tok/s%s", pp[r], n_gen ? "," : "");
+        if (n_gen) printf(" decode %.1f tok/s", tg[r]);
+        printf("\n");
     }
-    printf("pp%d: %.1f tok/s\n", n_prompt, median(pp, repeats));
-    printf("tg%d: %.1f tok/s\n", n_gen, median(tg, repeats));
+    if (n_prompt) printf("pp%d: %.1f tok/s\n", n_prompt, median(pp, repeats));
+    if (n_gen) printf("tg%d: %.1f tok/s\n", n_gen, median(tg, repeats));
     free(pp);
     free(tg);
     free(tokens);
@@ -863,7 +881,6 @@ static int cmd_detok(Args *a) {
         free(list);
         size_t len;
         list = read_standard_input(&len);
-        list[len] = '\0';
     }
     Tokenizer *t = load_tokenizer(model);
     int n, *ids = parse_ids(a, "token ids", list, &n);
@@ -887,6 +904,7 @@ enum { NOT_GIVEN = -2 };
 typedef struct {
     double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     long long top_k, seed, max_new;
+    bool ignore_eos;           /* --ignore-eos */
     int verbose;               /* -v: a line per token; -vv: and each layer's statistics */
     const char *report;        /* --report FILE.html, or NULL */
     const char *grammar, *grammar_file, *json_schema, *json_schema_file;  /* constraints, or NULL */
@@ -897,8 +915,9 @@ static const GenerationFlags no_generation_flags = {
     .frequency_penalty = NAN, .top_k = NOT_GIVEN, .seed = NOT_GIVEN, .max_new = NOT_GIVEN};
 
 static const char *generation_flags_help =
-    "  -n, --n-predict N    new tokens at most; -1: until an end token or a full\n"
-    "                       context (default: %s)\n"
+    "  -n, --n-predict N    new tokens at most (default: %s); 0: read the prompt\n"
+    "                       only; -1: until an end token or a full context (a\n"
+    "                       prompt of p tokens in a context of c: c - p + 1 at most)\n"
     "  --temp, --temperature T\n"
     "                       temperature; 0 = greedy (default: generation_config.json's;\n"
     "                       without one, greedy, as in transformers)\n"
@@ -917,7 +936,8 @@ static const char *generation_flags_help =
     "                       subtract F per time a token was generated so far\n"
     "                       (OpenAI's; default 0)\n"
     "  --seed S             seed of the sampler's random numbers; -1: from the clock\n"
-    "                       (default -1; the seed used is printed with the statistics)\n";
+    "                       (default -1; the seed used is printed with the statistics)\n"
+    "  --ignore-eos         never end at an end token: none is sampled\n";
 
 /* The flags that look inside a run (gen and chat; serve refuses them). */
 static const char *inside_flags_help =
@@ -953,6 +973,7 @@ static bool generation_flag(Args *a, GenerationFlags *f) {
             usage_error(a, "--seed: expected a non-negative integer, or -1 for a random seed, got '%s'", v);
         f->seed = seed;
     } else if (is_flag(a, "-n|--n-predict")) f->max_new = parse_long(a, "-n", flag_value(a), -1, 1 << 30);
+    else if (is_flag(a, "--ignore-eos")) no_value(a), f->ignore_eos = true;
     else if (is_flag(a, "-v")) no_value(a), f->verbose = 1;
     else if (is_flag(a, "-vv")) no_value(a), f->verbose = 2;
     else if (is_flag(a, "--report")) f->report = flag_value(a);
@@ -975,6 +996,7 @@ static void apply_generation_flags(GenerationConfig *g, const GenerationFlags *f
     if (!isnan(f->frequency_penalty)) s->frequency_penalty = f->frequency_penalty;
     if (f->top_k != NOT_GIVEN) s->top_k = (int)f->top_k;
     if (f->max_new != NOT_GIVEN) g->max_new = (int)f->max_new;
+    if (f->ignore_eos) g->ignore_eos = true;
     s->seed = f->seed >= 0 ? (uint64_t)f->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
 
@@ -1166,12 +1188,12 @@ static void show_text(const Output *o, const char *text, size_t len, char **repl
 
 /* Generates a reply after the sequence's pending tokens, showing it as it
  * comes (and appending it to *reply when reply is not NULL). Stops at a stop
- * rule or at Ctrl-C. */
+ * rule or at Ctrl-C; a limit of 0 new tokens feeds the prompt only. */
 static StopReason generate(Sequence *seq, const Output *o, char **reply, size_t *reply_len) {
     SamplerTrace trace;
     if (o->verbose || o->report) sampler_set_trace(seq->sampler, &trace);
     float *logits = sequence_feed(seq);
-    StopReason stop = STOP_NONE;
+    StopReason stop = seq->config.max_new == 0 ? STOP_LENGTH : STOP_NONE;
     while (stop == STOP_NONE) {
         double t0 = now_seconds();
         int pos = (int)seq->tokens.n;  /* where the new token goes */
@@ -1301,8 +1323,10 @@ static int cmd_gen(Args *a) {
     if (len == 0) die("the prompt is empty");
     warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_PROMPT, &ids));
     free(text);
+    char advice[160];
     if (ids.n > (size_t)m.max_context)
-        die("the prompt is %zu tokens, longer than the context of %d positions", ids.n, m.max_context);
+        die("the prompt is %zu tokens, longer than the context of %d positions: %s", ids.n, m.max_context,
+            too_long_advice(advice, sizeof advice, &m, "shorten it"));
     for (size_t i = 0; i < ids.n; i++) check_token(&m, ids.ids[i]);
 
     Sequence seq;
@@ -1469,7 +1493,9 @@ static int cmd_chat(Args *a) {
         TokenIds ids = {0};
         int dropped;
         if (chat_prompt(&chat, m.max_context, &ids, &dropped, &e) != 0) {
-            fprintf(stderr, "(%s)\n", e.msg);
+            char advice[160];
+            fprintf(stderr, "(%s: %s)\n", e.msg,
+                    too_long_advice(advice, sizeof advice, &m, "shorten it, or start chat again with a larger -c"));
             chat_remove_last(&chat);
             token_ids_free(&ids);
             continue;
@@ -1485,7 +1511,9 @@ static int cmd_chat(Args *a) {
         fflush(stdout);
         chat_add(&chat, "assistant", reply ? reply : "");
         free(reply);
-        if (stop == STOP_CONTEXT_FULL) fprintf(stderr, "(the context is full: the reply was cut)\n");
+        if (stop == STOP_CONTEXT_FULL)
+            fprintf(stderr, "(the context of %d positions is full: the reply was cut; the next message drops the oldest "
+                            "turns, /reset starts afresh)\n", m.max_context);
         if (grammar && grammar_error(grammar)) fprintf(stderr, "(the grammar stopped the reply: %s)\n", grammar_error(grammar));
     }
     if (interactive) {

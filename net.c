@@ -890,7 +890,17 @@ float *forward_batch(Model *m, const Chunk *chunks, int n_chunks) {
     RunState *s = &m->state;
     int dim = c->dim;
     Batch b = {.chunks = chunks, .n_chunks = n_chunks, .n = 0};
-    for (int i = 0; i < n_chunks; i++) b.n += chunks[i].n_tokens;
+    /* The callers keep every position inside its cache; a pass that would
+     * write past one (or past the scratch space) is a bug, stopped here
+     * before anything is written. */
+    for (int i = 0; i < n_chunks; i++) {
+        const Chunk *ch = &chunks[i];
+        if (ch->n_tokens < 1 || ch->pos < 0 || ch->pos > ch->cache->capacity - ch->n_tokens)
+            die("a forward pass of %d tokens at position %d, outside a KV cache of %d positions", ch->n_tokens, ch->pos,
+                ch->cache->capacity);
+        b.n += ch->n_tokens;
+    }
+    if (b.n > s->max_tokens) die("a forward pass of %d tokens, more than the %d its scratch space holds", b.n, s->max_tokens);
     count_attention_items(&b, c->n_kv_heads);
 
     /* Each token's embedding (gemma3: times sqrt(hidden_size)) starts its

@@ -447,7 +447,7 @@ def check_edge(p, limit, status, body, how):
         check(status == 400 and f"longer than the context of {c}" in body["error"]["message"], f"{what}: refused ({body})")
         return
     n, finish = body["usage"]["completion_tokens"], body["choices"][0]["finish_reason"]
-    room = max(c - p, 1)
+    room = c - p + 1
     least = room if limit < 0 else min(limit, room)
     ok = status == 200 and n <= c - p + 1 and (limit < 0 or n <= limit) and finish in ("length", "stop")
     # Only an end token ("stop") may end a reply before the limit or the context.
