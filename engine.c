@@ -234,8 +234,10 @@ bool engine_submit(Engine *e, EngineRequest **r, int n) {
     for (int i = 0; i < n; i++)
         if (r[i]->n_prompt < 1 || r[i]->n_prompt > e->model->max_context)
             die("engine_submit: a prompt of %d tokens for a context of %d", r[i]->n_prompt, e->model->max_context);
+    bool under_way = true;
+    for (int i = 0; i < n; i++) under_way = under_way && r[i]->under_way;
     pthread_mutex_lock(&e->lock);
-    bool ok = !e->draining && !e->stopping && e->active + e->queued + n <= e->opt.slots + e->opt.queue;
+    bool ok = (!e->draining || under_way) && !e->stopping && e->active + e->queued + n <= e->opt.slots + e->opt.queue;
     for (int i = 0; ok && i < n; i++) {
         r[i]->cached = r[i]->generated = 0;
         r[i]->refused = r[i]->cancelled = false;

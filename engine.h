@@ -50,6 +50,8 @@ struct EngineRequest {
     int logprobs;              /* -1: none; else this many top tokens with each step */
     float *hidden;             /* when not NULL: [n_prompt][dim] receives every prompt token's
                                   final-normed hidden state (embeddings); no token is generated */
+    bool under_way;            /* a later part of work taken before a drain (the next inputs of
+                                  an embeddings request): taken while draining */
     /* Called on the engine thread, with no lock held, for each event in
      * order: ENGINE_STARTED (unless the request ends before it gets a
      * slot), ENGINE_TOKEN for each step, ENGINE_ENDED once. */
@@ -76,7 +78,8 @@ typedef struct Engine Engine;
 Engine *engine_start(Model *m, const Tokenizer *t, const EngineOptions *o);
 
 /* Queues requests r[0..n) (all or none); false when the queue has no room
- * for them or the engine is draining or stopped. */
+ * for them, the engine is stopped, or it is draining and they are not all
+ * under_way. */
 bool engine_submit(Engine *e, EngineRequest **r, int n);
 
 /* Ends a request early, queued or running (its ENGINE_ENDED comes soon,

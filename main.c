@@ -20,6 +20,8 @@
 
 #include "chat.h"
 #include "config.h"
+#include "embed.h"
+#include "engine.h"
 #include "generate.h"
 #include "kernels.h"
 #include "net.h"
@@ -1643,6 +1645,94 @@ static int cmd_ppl(Args *a) {
     return 0;
 }
 
+/* ---- embed ---- */
+
+/* The vectors of the texts (or token ids) given: the engine runs them in
+ * waves of up to 8 at once, each wave's prompts sharing forward passes. */
+static int cmd_embed(Args *a) {
+    const char *path = NULL;
+    const char **texts = xcalloc((size_t)a->argc, sizeof *texts);
+    int n = 0;
+    bool json = false, as_ids = false;
+    ModelOptions opt = {0};
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
+            printf("usage: run embed MODEL TEXT... [flags]\n\n"
+                   "Prints a vector for each TEXT ('-': standard input): the final norm's output\n"
+                   "for its tokens, pooled as the checkpoint's sentence-transformers files say\n"
+                   "(modules.json and the Pooling module's config.json: the last token, the mean\n"
+                   "of the tokens or the first (CLS) token; a Normalize module: scaled to length\n"
+                   "1). Without modules.json: the last token's, normalised. The texts run at once,\n"
+                   "batched into shared forward passes. One vector per line, its numbers\n"
+                   "separated by spaces, or JSON with --json.\n\n"
+                   "flags:\n"
+                   "  --json               {\"pooling\", \"normalized\", \"data\": [{\"index\", \"tokens\",\n"
+                   "                       \"embedding\"}]}\n"
+                   "  --ids                each TEXT is token ids (\"9707,11,1879\"), not text\n"
+                   "%s",
+                   model_flags_help);
+            free(texts);
+            return 0;
+        }
+        if (model_flag(a, &opt)) continue;
+        if (is_flag(a, "--json")) no_value(a), json = true;
+        else if (is_flag(a, "--ids")) no_value(a), as_ids = true;
+        else if (!operand_or_end(a)) continue;
+        else if (!path) path = a->argv[a->i];
+        else texts[n++] = a->argv[a->i];
+    }
+    if (!path) usage_error(a, "MODEL is missing");
+    if (n == 0) usage_error(a, "TEXT is missing");
+    Error e;
+    Pooling pooling;
+    if (pooling_load(&pooling, path, &e) != 0) die("%s", e.msg);
+    Model m;
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    GenerationConfig settings;
+    if (generation_config_load(&settings, path, &m.config, -1, &e) != 0) die("%s", e.msg);
+    /* Each input's tokens, checked against the vocabulary and the context. */
+    TokenIds *inputs = xcalloc((size_t)n, sizeof *inputs);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(texts[i]);
+        char *text = strcmp(texts[i], "-") == 0 ? read_standard_input(&len) : NULL;
+        if (as_ids) {
+            int count, *ids = parse_ids(a, "--ids", text ? text : texts[i], &count);
+            for (int k = 0; k < count; k++) check_token(&m, ids[k]), token_ids_push(&inputs[i], ids[k]);
+            free(ids);
+        } else {
+            warn_invalid_utf8(tokenizer_encode(tokenizer, text ? text : texts[i], len, ENCODE_PROMPT, &inputs[i]));
+        }
+        free(text);
+        if (inputs[i].n == 0) die("text %d has no tokens: there is nothing to embed", i + 1);
+        if ((int)inputs[i].n > m.max_context)
+            die("text %d is %zu tokens, longer than the context of %d (-c)", i + 1, inputs[i].n, m.max_context);
+    }
+    int wave = n < 8 ? n : 8, dim = m.config.dim;
+    Engine *engine = engine_start(&m, tokenizer, &(EngineOptions){.slots = wave, .queue = 0, .defaults = settings});
+    float *vectors = xmalloc((size_t)n * dim * sizeof(float));
+    EmbedOutcome done = embed_run(vectors, engine, inputs, n, wave, dim, &pooling, &settings, NULL, NULL);
+    engine_stop(engine);
+    engine_free(engine);
+    if (done != EMBED_DONE) die("the engine did not run the texts");
+    /* One line per vector, or one JSON object. */
+    if (json)
+        printf("{\"pooling\":\"%s\",\"normalized\":%s,\"data\":[", pooling_name(pooling.mode),
+               pooling.normalize ? "true" : "false");
+    for (int i = 0; i < n; i++) {
+        if (json) printf("%s{\"index\":%d,\"tokens\":%zu,\"embedding\":[", i ? "," : "", i, inputs[i].n);
+        for (int d = 0; d < dim; d++) printf("%s%.9g", d == 0 ? "" : json ? "," : " ", vectors[(size_t)i * dim + d]);
+        printf(json ? "]}" : "\n");
+    }
+    if (json) printf("]}\n");
+    for (int i = 0; i < n; i++) token_ids_free(&inputs[i]);
+    free(inputs);
+    free(vectors);
+    free(texts);
+    model_free(&m);
+    tokenizer_free(tokenizer);
+    return 0;
+}
+
 /* ---- template ---- */
 
 static int cmd_template(Args *a) {
@@ -1725,13 +1815,14 @@ static int cmd_serve(Args *a) {
             printf("usage: run serve MODEL [flags]\n\n"
                    "Serves the model over HTTP with an OpenAI-style API: POST /v1/chat/completions\n"
                    "(the checkpoint's chat template, as chat uses it), POST /v1/completions,\n"
-                   "GET /v1/models, GET /health, POST /tokenize and POST /detokenize. Requests\n"
-                   "run at once in --parallel slots, batched into one forward pass per step; a\n"
-                   "slot keeps its KV cache, and a request whose prompt starts like a slot's last\n"
-                   "one computes only the rest. One line per request is logged on standard\n"
-                   "error; GET /metrics (Prometheus), GET /props. SIGTERM or SIGINT drains it:\n"
-                   "no new requests, /health says draining, the replies under way finish, exit\n"
-                   "status 0.\n\n"
+                   "POST /v1/embeddings (pooled as 'run embed' does), GET /v1/models,\n"
+                   "GET /health, POST /tokenize and POST /detokenize; GET / is a chat page for a\n"
+                   "browser. Requests run at once in --parallel slots, batched into one forward\n"
+                   "pass per step; a slot keeps its KV cache, and a request whose prompt starts\n"
+                   "like a slot's last one computes only the rest. One line per request is\n"
+                   "logged on standard error; GET /metrics (Prometheus), GET /props. SIGTERM or\n"
+                   "SIGINT drains it: no new requests, /health says draining, the replies under\n"
+                   "way finish, exit status 0.\n\n"
                    "flags:\n"
                    "  --host ADDR          the address to listen on (default 127.0.0.1: this\n"
                    "                       machine only; 0.0.0.0 for every interface)\n"
@@ -1799,6 +1890,10 @@ static int cmd_serve(Args *a) {
     if (!has_template) warn("%s; /v1/chat/completions answers 400", e.msg);
     char *name = model_name(path);
     so.model_name = name;
+    Pooling pooling;
+    Error no_pooling;
+    if (pooling_load(&pooling, path, &no_pooling) == 0) so.pooling = &pooling;
+    else warn("%s; /v1/embeddings answers 400", no_pooling.msg), so.no_pooling = no_pooling.msg;
     int rc = server_run(&m, tokenizer, has_template ? &template : NULL, &so, &e);
     if (has_template) chat_template_free(&template);
     free(name);
@@ -1825,6 +1920,7 @@ static const Command commands[] = {
     {"gen", cmd_gen, "continue a prompt: stream generated text"},
     {"chat", cmd_chat, "chat with an instruction-tuned model"},
     {"ppl", cmd_ppl, "the perplexity of a text file (sliding windows)"},
+    {"embed", cmd_embed, "print the embedding vector of each text"},
     {"template", cmd_template, "print the text a chat template makes of a conversation"},
     {"serve", cmd_serve, "serve the model over HTTP (an OpenAI-style API)"},
     {"bench", cmd_bench, "time prefill and decoding (tokens per second)"},
