@@ -584,7 +584,8 @@ got = read_until(s, b"data: [DONE]\n\n\r\n0\r\n\r\n", got)
 chunks, done = events(got.split(b"\r\n\r\n", 1)[1].replace(b"\r\n", b"\n"))
 check(done and chunks[-1]["choices"][0]["finish_reason"] == "length"
       and sum(1 for c in chunks if c["choices"] and c["choices"][0]["text"]) >= 250,
-      "the stream under way finished: all 300 tokens, finish_reason length, [DONE]")
+      f"the stream under way finished: all 300 tokens, finish_reason length, [DONE] (done {done}, "
+      f"{sum(1 for c in chunks if c['choices'] and c['choices'][0]['text'])} text chunks, last {chunks[-1:]!r:.300})")
 keep.close()
 s.close()
 code = server.proc.wait(timeout=30)
