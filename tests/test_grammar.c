@@ -202,7 +202,7 @@ static void check_masks(Grammar *g, GrammarVocab *v, const Tokenizer *t, const c
         else {
             size_t len;
             const char *b = tokenizer_token(t, id, &len);
-            allowed = b && len > 0 && grammar_advance(g, s, b, len) >= 0;
+            allowed = b && len > 0 && !tokenizer_is_special(t, id) && grammar_advance(g, s, b, len) >= 0;
         }
         bool bit = mask[id >> 6] >> (id & 63) & 1;
         if (bit != allowed) wrong++;
@@ -233,6 +233,21 @@ static void test_masks(void) {
     if (g) {
         check_masks(g, v, t, "", end);
         check_masks(g, v, t, "こ\xE3", end);
+        grammar_free(g);
+    }
+    /* Inside a string: the text of Qwen's <tool_call> (an added token that
+     * is not special) is allowed, <|im_start|> and <|endoftext|> are not. */
+    g = load("json");
+    if (g) {
+        uint64_t *mask = calloc(grammar_mask_words(v), sizeof *mask);
+        GrammarState s = grammar_advance(g, grammar_start(g), "{\"a\": \"", 7);
+        grammar_fill_mask(g, v, s, mask);
+        int tool = tokenizer_find(t, "<tool_call>", 11), start = tokenizer_find(t, "<|im_start|>", 12),
+            text_end = tokenizer_find(t, "<|endoftext|>", 13);
+        CHECK(tool > 0 && (mask[tool >> 6] >> (tool & 63) & 1), "in a string: <tool_call> is allowed");
+        CHECK(start > 0 && text_end > 0 && !(mask[start >> 6] >> (start & 63) & 1) && !(mask[text_end >> 6] >> (text_end & 63) & 1),
+              "in a string: the special tokens <|im_start|> and <|endoftext|> are not");
+        free(mask);
         grammar_free(g);
     }
     g = compile("root ::= \"yes\" | \"no\"");
