@@ -372,6 +372,35 @@ static void test_schema_whitespace(void) {
     grammar_free(g);
 }
 
+/* Two schemas in one grammar (schema_gbnf_rules), each under its prefix,
+ * beside the basics once; a recursive $ref resolves inside its own schema. */
+static void test_schema_rules(void) {
+    const char *a = "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 9}}, "
+                    "\"required\": [\"n\"]}";
+    const char *b = "{\"$defs\": {\"l\": {\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/l\"}, \"maxItems\": 2}}, "
+                    "\"$ref\": \"#/$defs/l\"}";
+    JsonDoc da, db;
+    Error e;
+    json_parse(&da, a, strlen(a), &e);
+    json_parse(&db, b, strlen(b), &e);
+    char *ra = schema_gbnf_rules(&da.root, "tool0-", &e), *rb = schema_gbnf_rules(&db.root, "tool1-", &e);
+    CHECK(ra && rb, "both convert");
+    CHECK(!schema_gbnf_rules(&da.root, "bad prefix", &e) && strstr(e.msg, "prefix"), "a prefix with a space: refused");
+    if (ra && rb) {
+        size_t n = strlen(ra) + strlen(rb) + strlen(schema_gbnf_basics()) + 64;
+        char *text = malloc(n);
+        snprintf(text, n, "root ::= tool0-1 \";\" tool1-1\n%s%s%s", ra, rb, schema_gbnf_basics());
+        Grammar *g = compile(text);
+        const char *const yes[] = {"{\"n\": 3};[[], [[]]]", "{ \"n\":9 };[]", NULL};
+        const char *const no[] = {"{\"n\": 0};[]", "{\"n\": 3};[[], [], []]", "{\"n\": 3}", "{};[]", NULL};
+        if (g) check_texts(g, "two schemas under prefixes", yes, no);
+        grammar_free(g);
+        free(text);
+    }
+    free(ra), free(rb);
+    json_free(&da), json_free(&db);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     test_init(argv[0]);
@@ -382,5 +411,6 @@ int main(int argc, char **argv) {
     test_schema_cases();
     test_schema_refusals();
     test_schema_whitespace();
+    test_schema_rules();
     return test_summary("test_grammar");
 }
