@@ -119,7 +119,7 @@ static void test_responses(void) {
               json_get(json_get(u, "prompt_tokens_details"), "cached_tokens")->number.integer == 2, "the usage");
     json_free(&doc);
     buf_free(&b);
-    api_stream_end(&b, &reply, STOP_LENGTH, &usage);
+    api_stream_end(&b, &reply, api_finish_reason(STOP_LENGTH, false), &usage);
     CHECK(strstr(b.data, "\"finish_reason\":\"length\"") && strstr(b.data, "\"choices\":[],\"usage\"") &&
               strcmp(b.data + b.len - 14, "data: [DONE]\n\n") == 0, "the stream's end: finish_reason, usage, [DONE]");
     buf_free(&b);
