@@ -55,6 +55,17 @@ static int bool_field(const JsonValue *root, const char *key, bool *out, Error *
     return 0;
 }
 
+/* Refuses the members of object v that are not in allowed[] (NULL-ended),
+ * naming the first; `where` says whose they are. */
+static int only_members(const JsonValue *v, const char *const *allowed, const char *where, Error *e) {
+    for (size_t i = 0; i < v->len; i++) {
+        int k = 0;
+        while (allowed[k] && strcmp(allowed[k], v->members[i].key) != 0) k++;
+        if (!allowed[k]) return fail(e, "%s'%.60s' is not supported", where, v->members[i].key);
+    }
+    return 0;
+}
+
 /* "stop": a string or a list of at most MAX_STOP_STRINGS non-empty strings. */
 static int read_stops(ApiRequest *r, const JsonValue *root, Error *e) {
     const JsonValue *v = field(root, "stop");
@@ -100,7 +111,10 @@ static int read_settings(ApiRequest *r, const JsonValue *root, Error *e) {
     const JsonValue *options = field(root, "stream_options");
     if (options && options->type != JSON_OBJECT)
         return fail(e, "'stream_options' must be an object, not %s", json_type_name(options->type));
-    if (options && bool_field(options, "include_usage", &r->include_usage, e)) return -1;
+    static const char *const option_keys[] = {"include_usage", NULL};
+    if (options && (only_members(options, option_keys, "stream_options: ", e) ||
+                    bool_field(options, "include_usage", &r->include_usage, e)))
+        return -1;
     Error bad;
     if (sampler_check_config(s, &bad) != 0) return fail(e, "%s", bad.msg);
     return 0;
@@ -136,17 +150,6 @@ static JsonValue string_value(const char *s) { return (JsonValue){.type = JSON_S
 
 static JsonMember member(const char *key, JsonValue value) {
     return (JsonMember){.key = key, .key_len = strlen(key), .value = value};
-}
-
-/* Refuses the members of object v that are not in allowed[] (NULL-ended),
- * naming the first; `where` says whose they are. */
-static int only_members(const JsonValue *v, const char *const *allowed, const char *where, Error *e) {
-    for (size_t i = 0; i < v->len; i++) {
-        int k = 0;
-        while (allowed[k] && strcmp(allowed[k], v->members[i].key) != 0) k++;
-        if (!allowed[k]) return fail(e, "%s'%.60s' is not supported", where, v->members[i].key);
-    }
-    return 0;
 }
 
 /* A message's content: a string, or a list of {"type": "text", "text": ...}

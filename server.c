@@ -153,7 +153,10 @@ static void on_token(Job *job, const Step *step) {
  * when not streamed). A request cancelled or refused says nothing more. */
 static void on_ended(Job *job, const EngineEvent *event) {
     Buf b = {0};
-    job->stop = event->stop;
+    /* A grammar whose parse outgrew its bounds cut the reply short: as
+     * the length limit does, so that a reply that says "stop" is whole. */
+    StopReason stop = event->stop == STOP_GRAMMAR && job->grammar && grammar_error(job->grammar) ? STOP_LENGTH : event->stop;
+    job->stop = stop;
     bool chat = job->request.kind == API_CHAT, stream = job->request.stream;
     if (!job->engine.cancelled && !job->engine.refused) {
         ApiUsage usage = usage_of(job);
@@ -165,15 +168,15 @@ static void on_ended(Job *job, const EngineEvent *event) {
         }
         if (stream) {
             if (!chat && event->len) api_stream_text(&b, &job->reply, event->text, event->len, NULL);
-            api_stream_end(&b, &job->reply, api_finish_reason(event->stop, chat && job->parser.n_calls > 0),
+            api_stream_end(&b, &job->reply, api_finish_reason(stop, chat && job->parser.n_calls > 0),
                            job->request.include_usage ? &usage : NULL);
         } else if (chat) {
             api_chat_response(&b, &job->reply, &job->parser, job->request.logprobs >= 0 ? &job->logprobs : NULL,
-                              event->stop, &usage);
+                              stop, &usage);
         } else {
             buf_add(&job->text, event->text, event->len);
             api_response(&b, &job->reply, job->text.data ? job->text.data : "", job->text.len,
-                         job->request.logprobs >= 0 ? &job->logprobs : NULL, event->stop, &usage);
+                         job->request.logprobs >= 0 ? &job->logprobs : NULL, stop, &usage);
         }
     }
     post(job, &b, true);

@@ -186,6 +186,7 @@ static void test_agent_fields(void) {
 
 static void test_agent_refusals(void) {
     refused(API_CHAT, CHAT(",\"functions\":[]"), "'functions' is not supported");
+    refused(API_CHAT, CHAT(",\"stream_options\":{\"include_obfuscation\":true}"), "stream_options: 'include_obfuscation' is not supported");
     refused(API_CHAT, CHAT(",\"reasoning_effort\":\"low\""), "'reasoning_effort' is not supported");
     refused(API_CHAT, CHAT(",\"audio\":{}"), "'audio' is not supported");
     refused(API_CHAT, CHAT(",\"modalities\":[\"text\",\"audio\"]"), "'modalities' must be [\"text\"]");

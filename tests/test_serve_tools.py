@@ -386,6 +386,15 @@ def test_refusals(s):
         check(status == 400 and want in reply["error"]["message"], f"{json.dumps(body)[:80]}: 400 '{want}' ({reply})")
 
 
+def test_grammar_bounds(s):
+    """A reply whose parse outgrows the grammar's bounds (here its depth:
+    each "a" opens a level, a logit bias writes "a" after "a") is cut short:
+    finish_reason length, never stop, well before the token limit."""
+    r = s.chat(messages=USER, grammar='root ::= "a" root "b" | "c"', logit_bias={"64": 100}, max_tokens=3500)
+    check(r and r["choices"][0]["finish_reason"] == "length" and r["usage"]["completion_tokens"] < 3000,
+          f"a grammar past its depth: finish_reason length ({r and r['usage']})")
+
+
 def test_reasoning(s):
     """Qwen3: the <think> part of a reply is reasoning_content (a grammar
     writes the reply, so that it is known)."""
@@ -447,13 +456,14 @@ def test_no_tools_template(s):
 
 
 test_validator()
-qwen2 = Server("qwen2", os.path.join(TMP, "qwen2"), "--parallel", "4", "-c", "1024")
+qwen2 = Server("qwen2", os.path.join(TMP, "qwen2"), "--parallel", "4", "-c", "4096")
 test_schemas(qwen2)
 test_json_object(qwen2)
 test_tools(qwen2)
 test_prompts(qwen2)
 test_bias_and_penalties(qwen2)
 test_refusals(qwen2)
+test_grammar_bounds(qwen2)
 qwen2.stop()
 qwen3 = Server("qwen3", os.path.join(TMP, "qwen3"), "--parallel", "2", "-c", "1024")
 test_reasoning(qwen3)
