@@ -7,7 +7,9 @@
  * A Sequence is one stream of tokens being generated: its own KV cache, the
  * tokens in it, and the step that turns the model's logits into the next
  * token under the stop rules (end tokens, stop strings, the length limit, a
- * full context), giving out the new text as whole UTF-8 characters. The
+ * full context) and a grammar when it has one (from the reply's start, or
+ * lazy: from a trigger on), giving out the new text as whole UTF-8
+ * characters. The
  * command line drives one sequence; the server drives several, batching their
  * forward passes (sequence_pending / sequence_fed) itself. */
 #ifndef GENERATE_H
