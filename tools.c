@@ -111,6 +111,14 @@ static void put_think(Buf *b, ThinkStart think) {
     if (think != THINK_NONE) put_thought(b);
 }
 
+/* The parameters of a function that gives none: OpenAI's empty parameter
+ * list, {} alone. */
+static JsonMember no_parameter_members[2] = {
+    {.key = "type", .key_len = 4, .value = {.type = JSON_STRING, .len = 6, .string = "object"}},
+    {.key = "properties", .key_len = 10, .value = {.type = JSON_OBJECT}},
+};
+static const JsonValue no_parameters = {.type = JSON_OBJECT, .len = 2, .members = no_parameter_members};
+
 /* The tool calls: "calls" and the rules it needs; each function's
  * arguments follow its parameters schema (no parameters: {}). */
 static int put_calls(Buf *b, const ApiRequest *r, ToolSyntax syntax, Error *e) {
@@ -135,12 +143,8 @@ static int put_calls(Buf *b, const ApiRequest *r, ToolSyntax syntax, Error *e) {
     for (size_t i = 0; i < tools->len; i++) {
         const JsonValue *f = json_get(&tools->items[i], "function");
         if (r->tool_choice == API_TOOLS_NAMED && strcmp(json_get(f, "name")->string, r->tool_name) != 0) continue;
-        static const JsonMember no_properties = {.key = "properties", .key_len = 10, .value = {.type = JSON_OBJECT}};
-        static const JsonMember empty_object[2] = {{.key = "type", .key_len = 4, .value = {.type = JSON_STRING, .len = 6, .string = "object"}},
-                                                   no_properties};
-        const JsonValue none = {.type = JSON_OBJECT, .len = 2, .members = (JsonMember *)empty_object};
         const JsonValue *parameters = json_get(f, "parameters");
-        if (!parameters || parameters->type == JSON_NULL) parameters = &none;
+        if (!parameters || parameters->type == JSON_NULL) parameters = &no_parameters;
         char prefix[32];
         snprintf(prefix, sizeof prefix, "t%zu-", i);
         Error why;
