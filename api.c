@@ -1,8 +1,10 @@
-/* api.c - OpenAI-style requests in, response objects and event chunks out. */
+/* api.c - OpenAI-style requests in, response objects and event chunks out;
+ * embeddings' requests and lists of vectors. */
 #include "api.h"
 
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -760,4 +762,112 @@ void api_stream_end(Buf *b, const ApiReply *r, const char *finish, const ApiUsag
         buf_puts(b, "}\n\n");
     }
     buf_puts(b, "data: [DONE]\n\n");
+}
+
+/* ---- embeddings ---- */
+
+/* An "input" item: a string, or token ids (a non-empty list). */
+static int read_embed_input(ApiEmbedInput *in, const JsonValue *v, const char *where, Error *e) {
+    if (v->type == JSON_STRING) {
+        *in = (ApiEmbedInput){.text = v->string, .len = v->len};
+        return 0;
+    }
+    if (!token_array(v)) return fail(e, "%s must be a string or a list of token ids (integers >= 0)", where);
+    if (v->len == 0) return fail(e, "%s is an empty list of token ids", where);
+    *in = (ApiEmbedInput){.ids = v};
+    return 0;
+}
+
+/* "input": one string, token ids, or a list of strings or of id lists. */
+static int read_embed_inputs(ApiEmbedRequest *r, const JsonValue *root, Error *e) {
+    const JsonValue *input = field(root, "input");
+    if (!input) return fail(e, "'input' is missing: a string, a list of strings, token ids or a list of token-id lists");
+    bool one = input->type != JSON_ARRAY || input->len == 0 || input->items[0].type == JSON_NUMBER;
+    if (!one && input->len > API_MAX_EMBED_INPUTS) return fail(e, "'input' may hold at most %d items", API_MAX_EMBED_INPUTS);
+    r->n_inputs = one ? 1 : (int)input->len;
+    r->inputs = xcalloc((size_t)r->n_inputs, sizeof *r->inputs);
+    if (one) return read_embed_input(&r->inputs[0], input, "'input'", e);
+    for (int i = 0; i < r->n_inputs; i++) {
+        char where[32];
+        snprintf(where, sizeof where, "'input'[%d]", i);
+        if (read_embed_input(&r->inputs[i], &input->items[i], where, e) != 0) return -1;
+    }
+    return 0;
+}
+
+int api_parse_embeddings(ApiEmbedRequest *r, const char *body, size_t len, Error *e) {
+    *r = (ApiEmbedRequest){0};
+    Error parse;
+    if (json_parse(&r->doc, body, len, &parse) != 0) return fail(e, "the body is not JSON: %s", parse.msg);
+    const JsonValue *root = &r->doc.root, *format = field(root, "encoding_format");
+    const char *strings[] = {"model", "user"};
+    long long dimensions = 0;
+    static const char *const members[] = {"input", "model", "encoding_format", "dimensions", "user", NULL};
+    int rc = root->type != JSON_OBJECT ? fail(e, "the body must be a JSON object") :
+             only_members(root, members, "", e) ? -1 : read_embed_inputs(r, root, e);
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        const JsonValue *v = field(root, strings[i]);
+        if (v && v->type != JSON_STRING) rc = fail(e, "'%s' must be a string, not %s", strings[i], json_type_name(v->type));
+    }
+    if (rc == 0 && format && (format->type != JSON_STRING || (strcmp(format->string, "float") != 0 &&
+                                                              strcmp(format->string, "base64") != 0)))
+        rc = fail(e, "'encoding_format' must be \"float\" or \"base64\"");
+    if (rc == 0) rc = integer_field(root, "dimensions", 1, INT_MAX, &dimensions, NULL, e);
+    r->base64 = rc == 0 && format && strcmp(format->string, "base64") == 0;
+    r->dimensions = (int)dimensions;
+    if (rc != 0) api_embed_request_free(r);
+    return rc;
+}
+
+void api_embed_request_free(ApiEmbedRequest *r) {
+    json_free(&r->doc);
+    free(r->inputs);
+    *r = (ApiEmbedRequest){0};
+}
+
+/* v[n] as base64 (RFC 4648) of its float32s in little-endian byte order. */
+static void base64_floats(Buf *b, const float *v, int n) {
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned char *bytes = xmalloc((size_t)n * 4 + 1);
+    for (int i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        for (int k = 0; k < 4; k++) bytes[4 * i + k] = (unsigned char)(u >> (8 * k));
+    }
+    size_t len = (size_t)n * 4;
+    char quad[4];
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t group = (uint32_t)bytes[i] << 16 | (i + 1 < len ? (uint32_t)bytes[i + 1] << 8 : 0) |
+                         (i + 2 < len ? bytes[i + 2] : 0);
+        for (int k = 0; k < 4; k++) quad[k] = digits[(group >> (18 - 6 * k)) & 63];
+        if (i + 1 >= len) quad[2] = '=';
+        if (i + 2 >= len) quad[3] = '=';
+        buf_add(b, quad, 4);
+    }
+    free(bytes);
+}
+
+void api_embeddings_response(Buf *b, const char *model, const float *vectors, int n, int dim, bool base64,
+                             int prompt_tokens) {
+    buf_puts(b, "{\"object\":\"list\",\"data\":[");
+    for (int i = 0; i < n; i++) {
+        const float *v = vectors + (size_t)i * dim;
+        buf_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
+        if (base64) {
+            buf_puts(b, "\"");
+            base64_floats(b, v, dim);
+            buf_puts(b, "\"");
+        } else {
+            buf_puts(b, "[");
+            for (int d = 0; d < dim; d++) {
+                if (d) buf_puts(b, ",");
+                buf_json_float(b, v[d]);
+            }
+            buf_puts(b, "]");
+        }
+        buf_puts(b, "}");
+    }
+    buf_puts(b, "],\"model\":");
+    buf_json_string(b, model, strlen(model));
+    buf_printf(b, ",\"usage\":{\"prompt_tokens\":%d,\"total_tokens\":%d}}", prompt_tokens, prompt_tokens);
 }

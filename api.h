@@ -4,7 +4,8 @@
  * untrusted, checked field by field and turned into generation settings on
  * top of the server's defaults; a bad field is an error message (the
  * server's 400). Responses: the objects and server-sent-event chunks that
- * the OpenAI API reference describes, written into a growable buffer. */
+ * the OpenAI API reference describes, written into a growable buffer.
+ * POST /v1/embeddings has its own request and response at the end. */
 #ifndef API_H
 #define API_H
 
@@ -123,5 +124,36 @@ void api_stream_start(Buf *b, const ApiReply *r);
 void api_stream_text(Buf *b, const ApiReply *r, const char *text, size_t len, const ApiLogprobs *logprobs);
 void api_stream_events(Buf *b, const ApiReply *r, const ReplyParser *reply, const ApiLogprobs *logprobs);
 void api_stream_end(Buf *b, const ApiReply *r, const char *finish, const ApiUsage *usage);
+
+/* ---- embeddings ---- */
+
+enum { API_MAX_EMBED_INPUTS = 2048 };  /* inputs of one request at most, as OpenAI's API */
+
+/* One input to embed: a text, or token ids. */
+typedef struct {
+    const char *text;          /* NULL when given as ids */
+    size_t len;
+    const JsonValue *ids;      /* a non-empty array of integers >= 0, or NULL */
+} ApiEmbedInput;
+
+typedef struct {
+    JsonDoc doc;               /* the parsed body, which the inputs point into */
+    ApiEmbedInput *inputs;     /* [n_inputs] */
+    int n_inputs;
+    bool base64;               /* "encoding_format": "base64": each vector's float32s, little-endian */
+    int dimensions;            /* 0: the whole vector; else its first this many components */
+} ApiEmbedRequest;
+
+/* Reads the body of POST /v1/embeddings: "input" (a string, a list of
+ * strings, token ids, or a list of token-id lists), "encoding_format"
+ * ("float" or "base64"), "dimensions", and "model" and "user" (strings).
+ * On a bad body returns -1 with the message for the client in e. */
+int api_parse_embeddings(ApiEmbedRequest *r, const char *body, size_t len, Error *e);
+void api_embed_request_free(ApiEmbedRequest *r);
+
+/* {"object": "list", "data": [{"object": "embedding", "index", "embedding"}],
+ * "model", "usage"} for vectors[n][dim]. */
+void api_embeddings_response(Buf *b, const char *model, const float *vectors, int n, int dim, bool base64,
+                             int prompt_tokens);
 
 #endif

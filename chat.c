@@ -210,9 +210,13 @@ int chat_prompt(Chat *c, int capacity, TokenIds *ids, int *dropped, Error *e) {
         ids->n = 0;
         tokenizer_encode(c->tokenizer, text, strlen(text), ENCODE_ADDED_TOKENS, ids);
         free(text);
-        if ((int)ids->n <= room) break;
-        if (next_turn(c, first) >= c->n_messages)
-            return fail(e, "the message makes a prompt of %zu tokens, too long for the context of %d", ids->n, capacity);
+        /* Older turns go while they crowd out the reply; the last turn
+         * alone only needs to fit. */
+        bool last_turn = next_turn(c, first) >= c->n_messages;
+        if ((int)ids->n <= room || (last_turn && (int)ids->n <= capacity)) break;
+        if (last_turn)
+            return fail(e, "the message makes a prompt of %zu tokens, longer than the context of %d positions", ids->n,
+                        capacity);
         first = next_turn(c, first);
     }
     /* Dropped messages leave the conversation for good. */

@@ -81,9 +81,9 @@ void chat_reset(Chat *c);
 /* The tokens of the conversation followed by the start of the assistant's
  * reply. When they would leave less than an eighth of `capacity` for the
  * reply, the oldest turns (a user message and the replies to it) are
- * dropped, the system message kept, until they fit; *dropped says how many
- * messages went. An error when even the last message alone does not fit,
- * or the template fails. */
+ * dropped, the system message kept, until they do or only the last turn is
+ * left; *dropped says how many messages went. An error when even the last
+ * turn alone is longer than `capacity`, or the template fails. */
 int chat_prompt(Chat *c, int capacity, TokenIds *ids, int *dropped, Error *e);
 
 #endif

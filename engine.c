@@ -141,12 +141,6 @@ static void start(Engine *e, Slot *slot) {
  * of each prompt being fed; then a step for each slot whose tokens are all
  * in. */
 static void step(Engine *e) {
-    /* A reply whose next token would be fed past its slot's context ends
-     * here (a prompt of the whole context may still sample one token). */
-    for (int i = 0; i < e->opt.slots; i++) {
-        Slot *slot = &e->slots[i];
-        if (slot->job && (int)slot->seq.tokens.n > slot->seq.cache.capacity) end_early(e, slot, STOP_CONTEXT_FULL);
-    }
     int budget = e->model->state.max_tokens, n = 0, decoding = 0, dim = e->model->config.dim;
     for (int i = 0; i < e->opt.slots; i++) {
         Sequence *q = &e->slots[i].seq;
@@ -248,8 +242,10 @@ bool engine_submit(Engine *e, EngineRequest **r, int n) {
     for (int i = 0; i < n; i++)
         if (r[i]->n_prompt < 1 || r[i]->n_prompt > e->model->max_context)
             die("engine_submit: a prompt of %d tokens for a context of %d", r[i]->n_prompt, e->model->max_context);
+    bool under_way = true;
+    for (int i = 0; i < n; i++) under_way = under_way && r[i]->under_way;
     pthread_mutex_lock(&e->lock);
-    bool ok = !e->draining && !e->stopping && e->active + e->queued + n <= e->opt.slots + e->opt.queue;
+    bool ok = (!e->draining || under_way) && !e->stopping && e->active + e->queued + n <= e->opt.slots + e->opt.queue;
     for (int i = 0; ok && i < n; i++) {
         r[i]->cached = r[i]->generated = 0;
         r[i]->refused = r[i]->cancelled = false;

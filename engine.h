@@ -56,6 +56,8 @@ struct EngineRequest {
                                   the engine thread parses with it until ENGINE_ENDED) */
     const GrammarTrigger *triggers; /* [n_triggers] when n_triggers > 0 the grammar is lazy */
     int n_triggers;            /*   (sequence_set_grammar_triggers) */
+    bool under_way;            /* a later part of work taken before a drain (the next inputs of
+                                  an embeddings request): taken while draining */
     /* Called on the engine thread, with no lock held, for each event in
      * order: ENGINE_STARTED (unless the request ends before it gets a
      * slot), ENGINE_TOKEN for each step, ENGINE_ENDED once. */
@@ -82,7 +84,8 @@ typedef struct Engine Engine;
 Engine *engine_start(Model *m, const Tokenizer *t, const EngineOptions *o);
 
 /* Queues requests r[0..n) (all or none); false when the queue has no room
- * for them or the engine is draining or stopped. */
+ * for them, the engine is stopped, or it is draining and they are not all
+ * under_way. */
 bool engine_submit(Engine *e, EngineRequest **r, int n);
 
 /* Ends a request early, queued or running (its ENGINE_ENDED comes soon,

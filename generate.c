@@ -223,6 +223,13 @@ static bool is_eos(const GenerationConfig *g, int id) {
     return false;
 }
 
+/* --ignore-eos: no end token can be sampled (an id past the vocabulary
+ * never is). */
+static void suppress_eos(const GenerationConfig *g, float *logits, int vocab) {
+    for (int i = 0; i < g->n_eos; i++)
+        if (g->eos_ids[i] < vocab) logits[g->eos_ids[i]] = -INFINITY;
+}
+
 /* Log-probabilities from the raw logits: the chosen token's and the top ones. */
 static void fill_logprobs(const Sequence *s, Step *step) {
     const float *x = s->raw_logits;
@@ -240,6 +247,7 @@ static void fill_logprobs(const Sequence *s, Step *step) {
 
 /* Appends bytes to the held-back text. */
 static void hold(Sequence *s, const char *text, size_t len) {
+    if (len == 0) return;  /* held may still be NULL */
     if (s->n_held + len > s->held_cap) {
         s->held_cap = (s->n_held + len) * 2;
         s->held = xrealloc(s->held, s->held_cap, 1);
@@ -254,9 +262,11 @@ static void give_out(Sequence *s, size_t n, Step *step) {
         s->out_cap = (n + 1) * 2;
         s->out = xrealloc(s->out, s->out_cap, 1);
     }
-    memcpy(s->out, s->held, n);
+    if (s->n_held) {  /* else held may be NULL */
+        memcpy(s->out, s->held, n);
+        memmove(s->held, s->held + n, s->n_held - n);
+    }
     s->out[n] = '\0';
-    memmove(s->held, s->held + n, s->n_held - n);
     s->n_held -= n;
     step->text = s->out;
     step->len = n;
@@ -308,6 +318,7 @@ Step sequence_step(Sequence *s, float *logits) {
         if (!s->raw_logits) s->raw_logits = xmalloc((size_t)vocab * sizeof(float));
         memcpy(s->raw_logits, logits, (size_t)vocab * sizeof(float));
     }
+    if (s->config.ignore_eos) suppress_eos(&s->config, logits, vocab);
     int n_generated = sequence_generated(s);
     /* Under a grammar, the tokens it allows; none left (its parse outgrew a
      * bound) ends the reply. */
@@ -333,7 +344,7 @@ Step sequence_step(Sequence *s, float *logits) {
         hold(s, text, len);
         if (s->grammar && !s->grammar_awake) watch_triggers(s, step.id);
         if (s->grammar && s->grammar_awake && grammar_finished(s->grammar, s->grammar_state)) step.stop = STOP_GRAMMAR;
-        else if ((int)s->tokens.n == s->cache.capacity) step.stop = STOP_CONTEXT_FULL;
+        else if ((int)s->tokens.n > s->cache.capacity) step.stop = STOP_CONTEXT_FULL;
         else if (s->config.max_new >= 0 && n_generated + 1 >= s->config.max_new) step.stop = STOP_LENGTH;
     }
 

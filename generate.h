@@ -30,6 +30,7 @@ typedef struct {
     int max_new;               /* new tokens per reply at most; -1: until an end token or a full context */
     int eos_ids[MAX_EOS_IDS];  /* ids that end a reply (and are not shown) */
     int n_eos;
+    bool ignore_eos;           /* the end tokens are never sampled (llama.cpp's --ignore-eos) */
 } GenerationConfig;
 
 /* The checkpoint's defaults, as transformers' generate takes them: from
@@ -44,7 +45,7 @@ typedef enum {
     STOP_EOS,                  /* an end token */
     STOP_STRING,               /* a stop string */
     STOP_LENGTH,               /* max_new tokens */
-    STOP_CONTEXT_FULL,         /* the KV cache is full */
+    STOP_CONTEXT_FULL,         /* the token sampled has no position left in the KV cache */
     STOP_INTERRUPTED,          /* the caller stopped it (set by the caller) */
     STOP_GRAMMAR,              /* the grammar is complete and allows nothing more
                                   (or its parse outgrew a bound: grammar_error) */
@@ -156,7 +157,11 @@ void sequence_fed(Sequence *s, int n);
 
 /* One step from the logits of the last token (which it modifies): samples,
  * applies the stop rules, and adds the token to the sequence as pending
- * unless it ends the reply. On a stop, the text held back is given out. */
+ * unless it ends the reply. On a stop, the text held back is given out.
+ * A token sampled when every position of the cache is taken is still
+ * given out (its logits needed no position), and ends the reply with
+ * STOP_CONTEXT_FULL: a prompt of p tokens in a capacity of c gets at most
+ * c - p + 1 tokens, and nothing is ever fed past the cache. */
 Step sequence_step(Sequence *s, float *logits);
 
 /* When the caller stops a reply itself (STOP_INTERRUPTED): the text held

@@ -785,7 +785,7 @@ static void flatten(Grammar *g, Parser *p) {
         for (int a = 0; a < p->rules[r].n_alts; a++) {
             const Seq *s = &p->rules[r].alts[a];
             g->alt_pos[k++] = pos;
-            memcpy(g->elems + pos, s->items, (size_t)s->n * sizeof *s->items);
+            if (s->n > 0) memcpy(g->elems + pos, s->items, (size_t)s->n * sizeof *s->items);
             pos += s->n;
             g->elems[pos++] = (Elem){EL_END, 0};
         }

@@ -20,6 +20,8 @@
 
 #include "chat.h"
 #include "config.h"
+#include "embed.h"
+#include "engine.h"
 #include "generate.h"
 #include "kernels.h"
 #include "net.h"
@@ -135,7 +137,11 @@ static const char *model_flags_help =
     "                       AVX-512 BF16, less exact\n"
     "  --no-prepared        lay the weights out in memory at every start instead of\n"
     "                       mapping the prepared file (made once per format beside\n"
-    "                       the checkpoint, or in ~/.cache/run; see 'run prepare')\n";
+    "                       the checkpoint, or in ~/.cache/run; see 'run prepare')\n"
+    "  -ctk, --cache-type-k T  the KV cache's keys: f32 (default, exact), bf16, or\n"
+    "                       q8_0 (int8, an f16 scale per block of 32: about a\n"
+    "                       quarter of f32's memory)\n"
+    "  -ctv, --cache-type-v T  the KV cache's values: the same types\n";
 
 static DTypeChoice parse_dtype(const Args *a, const char *value) {
     static const struct {
@@ -154,6 +160,13 @@ static MathMode parse_math(const Args *a, const char *value) {
     usage_error(a, "--math: expected exact or bf16, got '%s'", value);
 }
 
+static KVType parse_cache_type(const Args *a, const char *flag, const char *value) {
+    KVType t;
+    Error e;
+    if (kv_type_parse(&t, value, &e) != 0) usage_error(a, "%s: %s", flag, e.msg);
+    return t;
+}
+
 /* Consumes the current argument (and its value) if it is a model flag. */
 static bool model_flag(Args *a, ModelOptions *opt) {
     if (is_flag(a, "-c|--ctx-size")) opt->context = (int)parse_long(a, "-c", flag_value(a), 1, 1 << 24);
@@ -161,12 +174,24 @@ static bool model_flag(Args *a, ModelOptions *opt) {
     else if (is_flag(a, "--dtype")) opt->dtype = parse_dtype(a, flag_value(a));
     else if (is_flag(a, "--math")) opt->math = parse_math(a, flag_value(a));
     else if (is_flag(a, "--no-prepared")) no_value(a), opt->no_prepared = true;
+    else if (is_flag(a, "-ctk|--cache-type-k")) opt->cache_type_k = parse_cache_type(a, "--cache-type-k", flag_value(a));
+    else if (is_flag(a, "-ctv|--cache-type-v")) opt->cache_type_v = parse_cache_type(a, "--cache-type-v", flag_value(a));
     else return false;
     return true;
 }
 
 static void check_token(const Model *m, long id) {
     if (id < 0 || id >= m->config.vocab_size) die("token id %ld is outside the vocabulary [0, %d)", id, m->config.vocab_size);
+}
+
+/* What to do about input too long for the context: `shorten` (what to
+ * cut), or a larger -c while the model allows one. */
+static const char *too_long_advice(char *buf, size_t size, const Model *m, const char *shorten) {
+    if (m->max_context < m->config.max_pos)
+        snprintf(buf, size, "%s, or raise -c (the model allows up to %d)", shorten, m->config.max_pos);
+    else
+        snprintf(buf, size, "%s (%d positions is the most the model allows)", shorten, m->config.max_pos);
+    return buf;
 }
 
 /* ---- a progress line while loading ---- */
@@ -289,20 +314,22 @@ static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions
 
 /* ---- reading input ---- */
 
-/* All of standard input. On a terminal, one Ctrl-D ends it, even in the
- * middle of a line (the read then returns a line without its newline). */
+/* All of standard input, with a terminating zero after its *len bytes. On
+ * a terminal, one Ctrl-D ends it, even in the middle of a line (the read
+ * then returns a line without its newline). */
 static char *read_standard_input(size_t *len) {
     bool terminal = isatty(STDIN_FILENO);
     size_t cap = 1 << 16, n = 0;
     char *buf = xmalloc(cap);
     for (;;) {
-        if (n == cap) buf = xrealloc(buf, cap *= 2, 1);
-        ssize_t got = read(STDIN_FILENO, buf + n, cap - n);
+        if (cap - n < 2) buf = xrealloc(buf, cap *= 2, 1);  /* room for a byte and the zero */
+        ssize_t got = read(STDIN_FILENO, buf + n, cap - n - 1);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) die("standard input: %s", strerror(errno));
         n += (size_t)got;
         if (got == 0 || (terminal && buf[n - 1] != '\n')) break;
     }
+    buf[n] = '\0';
     *len = n;
     return buf;
 }
@@ -373,6 +400,21 @@ static void print_formats(const Config *c, WeightType run_as, WeightType stored)
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
         weight_plan(&plan, c, stored, formats[i]);
         printf("  %-6s %18.1f MB %19.1f MB\n", weight_type_name(formats[i]), plan.bytes / 1e6, plan.bytes_per_token / 1e6);
+    }
+}
+
+/* The KV cache in each format (keys and values alike): at the context, and
+ * what each 1024 positions more add. */
+static void print_kv_types(const Config *c, int context) {
+    printf("KV cache by type (-ctk, -ctv), keys and values:\n");
+    for (int i = 0; i < KV_TYPES; i++) {
+        KVType t = (KVType)i;
+        size_t at = kv_cache_bytes(c, context, t, t), more = kv_cache_bytes(c, context + 1024, t, t) - at;
+        if (kv_type_fits(t, c->head_dim))
+            printf("  %-5s %10.1f MB at context %d, %.1f MB per 1024 positions more\n", kv_type_name(t), at / 1e6, context,
+                   more / 1e6);
+        else
+            printf("  %-5s needs head_dim a multiple of %d\n", kv_type_name(t), QUANT_BLOCK);
     }
 }
 
@@ -450,9 +492,11 @@ static int cmd_info(Args *a) {
            params >= 1e9 ? "B" : "M", bytes / 1e6);
     WeightPlan plan;
     weight_plan(&plan, c, m.stored, m.dtype);
-    size_t kv = kv_cache_bytes(c, m.max_context);
-    printf("memory to run: weights %.1f MB (%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", plan.bytes / 1e6,
-           weight_type_name(m.dtype), kv / 1e6, m.max_context, (plan.bytes + kv) / 1e6);
+    size_t kv = kv_cache_bytes(c, m.max_context, m.cache_type_k, m.cache_type_v);
+    printf("memory to run: weights %.1f MB (%s) + KV cache %.1f MB (context %d, keys %s, values %s) = %.1f MB\n",
+           plan.bytes / 1e6, weight_type_name(m.dtype), kv / 1e6, m.max_context, kv_type_name(m.cache_type_k),
+           kv_type_name(m.cache_type_v), (plan.bytes + kv) / 1e6);
+    print_kv_types(c, m.max_context);
     print_prepared(&m, opt.no_prepared, plan.bytes);
     print_formats(c, m.dtype, m.stored);
     model_free(&m);
@@ -484,6 +528,8 @@ static int cmd_prepare(Args *a) {
     if (!path) usage_error(a, "MODEL is missing");
     if (opt.no_prepared) usage_error(a, "--no-prepared: prepare makes the prepared file");
     if (opt.math != MATH_EXACT) usage_error(a, "--math: the prepared file is the same for every --math");
+    if (opt.cache_type_k != KV_F32 || opt.cache_type_v != KV_F32)
+        usage_error(a, "--cache-type-k/-v: prepare makes no KV cache");
     Model m;
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     if (!m.prepared.path) die("no prepared file was written (%s)", m.prepared_note.msg);
@@ -601,7 +647,6 @@ static int cmd_fwd(Args *a) {
     if (tokens_arg) {
         size_t len;
         char *text = strcmp(tokens_arg, "-") == 0 ? read_standard_input(&len) : xstrdup(tokens_arg);
-        text[strcmp(tokens_arg, "-") == 0 ? len : strlen(text)] = '\0';
         ids = parse_ids(a, "--tokens", text, &n);
         free(text);
         if (n == 0) usage_error(a, "--tokens: no token ids given");
@@ -616,8 +661,10 @@ static int cmd_fwd(Args *a) {
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
     double load_seconds = now_seconds() - t0;
     for (int i = 0; i < n; i++) check_token(&m, ids[i]);
+    char advice[160];
     if ((long)pos + n > m.max_context)
-        die("the last token's position, %ld, is past the context of %d positions", (long)pos + n - 1, m.max_context);
+        die("the last token's position, %ld, is past the context of %d positions: %s", (long)pos + n - 1, m.max_context,
+            too_long_advice(advice, sizeof advice, &m, tokens_arg ? "give fewer tokens" : "give a smaller POS"));
     Trace trace = {.out = stdout, .level = verbose};
     Probe probe = {.ctx = &trace, .vectors = trace_vectors};
     if (verbose) m.probe = &probe;
@@ -643,7 +690,7 @@ static int cmd_fwd(Args *a) {
     print_top5(last, vocab, tokenizer);
     if (report) {
         ReportRun run = {.command = "fwd", .model = path, .threads = pool_size(m.pool),
-                         .kv_bytes = kv_cache_bytes(&m.config, kv.capacity), .load_seconds = load_seconds,
+                         .kv_bytes = kv_cache_bytes(&m.config, kv.capacity, kv.key_type, kv.value_type), .load_seconds = load_seconds,
                          .prompt_tokens = n, .prompt_seconds = seconds};
         Error e;
         if (report_write(report, report_path, ids, n, &run, &e) != 0) die("%s", e.msg);
@@ -680,41 +727,44 @@ static int cmd_bench(Args *a) {
                    "and prints the median speed of the repeats as its last two lines:\n"
                    "  ppP: X tok/s   and   tgN: Y tok/s\n\n"
                    "flags:\n"
-                   "  -p N                 prompt tokens to prefill (default 128)\n"
-                   "  -n N                 tokens to decode (default 64)\n"
+                   "  -p N                 prompt tokens to prefill (default 128; 0: no prefill test)\n"
+                   "  -n N                 tokens to decode (default 64; 0: no decoding test)\n"
                    "  -r N                 repeats (default 3)\n"
-                   "  --depth D            tokens already in the KV cache before each test\n"
+                   "  -d, --depth D        tokens already in the KV cache before each test\n"
                    "                       (default 0), to measure speed at long context\n"
                    "  -c, --ctx-size N     context length (default: depth + the larger of -p and -n)\n"
                    "  -t, --threads N      threads (default: one per CPU this process may use)\n"
-                   "  --dtype T, --math M  as for info: bf16, f16, f32, q8 or q4; exact or bf16\n");
+                   "  --dtype T, --math M  as for info: bf16, f16, f32, q8 or q4; exact or bf16\n"
+                   "  -ctk T, -ctv T       the KV cache's keys and values: f32 (default), bf16, q8_0\n");
             return 0;
         }
         if (model_flag(a, &opt)) continue;
-        if (is_flag(a, "-p")) n_prompt = (int)parse_long(a, "-p", flag_value(a), 1, 1 << 20);
-        else if (is_flag(a, "-n")) n_gen = (int)parse_long(a, "-n", flag_value(a), 1, 1 << 20);
+        if (is_flag(a, "-p")) n_prompt = (int)parse_long(a, "-p", flag_value(a), 0, 1 << 20);
+        else if (is_flag(a, "-n")) n_gen = (int)parse_long(a, "-n", flag_value(a), 0, 1 << 20);
         else if (is_flag(a, "-r")) repeats = (int)parse_long(a, "-r", flag_value(a), 1, 1000);
-        else if (is_flag(a, "--depth")) depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
+        else if (is_flag(a, "-d|--depth")) depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
         else if (!operand_or_end(a)) continue;
         else if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
         else path = a->argv[a->i];
     }
     if (!path) usage_error(a, "MODEL is missing");
+    if (n_prompt == 0 && n_gen == 0) usage_error(a, "-p 0 and -n 0: nothing to time");
     if (!opt.context) opt.context = depth + (n_prompt > n_gen ? n_prompt : n_gen);
     Model m;
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
-    int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth;
+    int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth > 0 ? depth : 1;
+    char advice[160];
     if ((long)depth + n_prompt > m.max_context || (long)depth + n_gen > m.max_context)
-        die("depth %d + %d tokens do not fit the context of %d positions", depth, n_prompt > n_gen ? n_prompt : n_gen,
-            m.max_context);
+        die("depth %d + %d tokens do not fit the context of %d positions: %s", depth, n_prompt > n_gen ? n_prompt : n_gen,
+            m.max_context, too_long_advice(advice, sizeof advice, &m, "lower -p, -n or --depth"));
 
     /* A fixed, arbitrary prompt of valid ids. */
     int *tokens = xmalloc((size_t)longest * sizeof *tokens);
     for (int i = 0; i < longest; i++) tokens[i] = (int)((i * 7919L + 13) % vocab);
     int threads = pool_size(m.pool);
-    printf("model %s: %s weights%s, %.1f MB, %d thread%s, %s kernels\n", path, weight_type_name(m.dtype),
+    printf("model %s: %s weights%s, %.1f MB, %d thread%s, %s kernels, KV cache %s/%s\n", path, weight_type_name(m.dtype),
            m.math == MATH_BF16 ? " (bf16 arithmetic)" : "", model_weight_bytes(&m) / 1e6, threads, threads == 1 ? "" : "s",
-           kernels_in_use());
+           kernels_in_use(), kv_type_name(m.cache_type_k), kv_type_name(m.cache_type_v));
 
     /* A first token maps the weights in; then the cache is filled to the depth. */
     KVCache kv;
@@ -735,10 +785,13 @@ static int cmd_bench(Args *a) {
         t0 = now_seconds();
         for (int i = 0; i < n_gen; i++) token = argmax(forward(&m, &kv, &token, 1, depth + i, false), vocab);
         tg[r] = n_gen / (now_seconds() - t0);
-        printf("repeat %d: prefill %.1f tok/s, decode %.1f tok/s\n", r + 1, pp[r], tg[r]);
+        printf("repeat %d:", r + 1);
+        if (n_prompt) printf(" prefill %.1f tok/s%s", pp[r], n_gen ? "," : "");
+        if (n_gen) printf(" decode %.1f tok/s", tg[r]);
+        printf("\n");
     }
-    printf("pp%d: %.1f tok/s\n", n_prompt, median(pp, repeats));
-    printf("tg%d: %.1f tok/s\n", n_gen, median(tg, repeats));
+    if (n_prompt) printf("pp%d: %.1f tok/s\n", n_prompt, median(pp, repeats));
+    if (n_gen) printf("tg%d: %.1f tok/s\n", n_gen, median(tg, repeats));
     free(pp);
     free(tg);
     free(tokens);
@@ -861,7 +914,6 @@ static int cmd_detok(Args *a) {
         free(list);
         size_t len;
         list = read_standard_input(&len);
-        list[len] = '\0';
     }
     Tokenizer *t = load_tokenizer(model);
     int n, *ids = parse_ids(a, "token ids", list, &n);
@@ -885,6 +937,7 @@ enum { NOT_GIVEN = -2 };
 typedef struct {
     double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     long long top_k, seed, max_new;
+    bool ignore_eos;           /* --ignore-eos */
     int verbose;               /* -v: a line per token; -vv: and each layer's statistics */
     const char *report;        /* --report FILE.html, or NULL */
     const char *grammar, *grammar_file, *json_schema, *json_schema_file;  /* constraints, or NULL */
@@ -895,8 +948,9 @@ static const GenerationFlags no_generation_flags = {
     .frequency_penalty = NAN, .top_k = NOT_GIVEN, .seed = NOT_GIVEN, .max_new = NOT_GIVEN};
 
 static const char *generation_flags_help =
-    "  -n, --n-predict N    new tokens at most; -1: until an end token or a full\n"
-    "                       context (default: %s)\n"
+    "  -n, --n-predict N    new tokens at most (default: %s); 0: read the prompt\n"
+    "                       only; -1: until an end token or a full context (a\n"
+    "                       prompt of p tokens in a context of c: c - p + 1 at most)\n"
     "  --temp, --temperature T\n"
     "                       temperature; 0 = greedy (default: generation_config.json's;\n"
     "                       without one, greedy, as in transformers)\n"
@@ -915,7 +969,8 @@ static const char *generation_flags_help =
     "                       subtract F per time a token was generated so far\n"
     "                       (OpenAI's; default 0)\n"
     "  --seed S             seed of the sampler's random numbers; -1: from the clock\n"
-    "                       (default -1; the seed used is printed with the statistics)\n";
+    "                       (default -1; the seed used is printed with the statistics)\n"
+    "  --ignore-eos         never end at an end token: none is sampled\n";
 
 /* The flags that look inside a run (gen and chat; serve refuses them). */
 static const char *inside_flags_help =
@@ -951,6 +1006,7 @@ static bool generation_flag(Args *a, GenerationFlags *f) {
             usage_error(a, "--seed: expected a non-negative integer, or -1 for a random seed, got '%s'", v);
         f->seed = seed;
     } else if (is_flag(a, "-n|--n-predict")) f->max_new = parse_long(a, "-n", flag_value(a), -1, 1 << 30);
+    else if (is_flag(a, "--ignore-eos")) no_value(a), f->ignore_eos = true;
     else if (is_flag(a, "-v")) no_value(a), f->verbose = 1;
     else if (is_flag(a, "-vv")) no_value(a), f->verbose = 2;
     else if (is_flag(a, "--report")) f->report = flag_value(a);
@@ -973,6 +1029,7 @@ static void apply_generation_flags(GenerationConfig *g, const GenerationFlags *f
     if (!isnan(f->frequency_penalty)) s->frequency_penalty = f->frequency_penalty;
     if (f->top_k != NOT_GIVEN) s->top_k = (int)f->top_k;
     if (f->max_new != NOT_GIVEN) g->max_new = (int)f->max_new;
+    if (f->ignore_eos) g->ignore_eos = true;
     s->seed = f->seed >= 0 ? (uint64_t)f->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
 
@@ -1164,12 +1221,12 @@ static void show_text(const Output *o, const char *text, size_t len, char **repl
 
 /* Generates a reply after the sequence's pending tokens, showing it as it
  * comes (and appending it to *reply when reply is not NULL). Stops at a stop
- * rule or at Ctrl-C. */
+ * rule or at Ctrl-C; a limit of 0 new tokens feeds the prompt only. */
 static StopReason generate(Sequence *seq, const Output *o, char **reply, size_t *reply_len) {
     SamplerTrace trace;
     if (o->verbose || o->report) sampler_set_trace(seq->sampler, &trace);
     float *logits = sequence_feed(seq);
-    StopReason stop = STOP_NONE;
+    StopReason stop = seq->config.max_new == 0 ? STOP_LENGTH : STOP_NONE;
     while (stop == STOP_NONE) {
         double t0 = now_seconds();
         int pos = (int)seq->tokens.n;  /* where the new token goes */
@@ -1229,7 +1286,8 @@ static ReportRun generation_run(const char *command, const char *model, const Se
              s->temperature, s->top_k, s->top_p, s->min_p, s->repeat_penalty, s->presence_penalty, s->frequency_penalty,
              (unsigned long long)s->seed);
     return (ReportRun){.command = command, .model = model, .sampling = sampling, .threads = pool_size(seq->model->pool),
-                       .kv_bytes = kv_cache_bytes(&seq->model->config, seq->cache.capacity), .load_seconds = load_seconds,
+                       .kv_bytes = kv_cache_bytes(&seq->model->config, seq->cache.capacity, seq->cache.key_type,
+                                                  seq->cache.value_type), .load_seconds = load_seconds,
                        .prompt_tokens = seq->prompt_tokens, .prompt_seconds = seq->prompt_seconds,
                        .decode_tokens = seq->decode_tokens, .decode_seconds = seq->decode_seconds};
 }
@@ -1299,8 +1357,10 @@ static int cmd_gen(Args *a) {
     if (len == 0) die("the prompt is empty");
     warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_PROMPT, &ids));
     free(text);
+    char advice[160];
     if (ids.n > (size_t)m.max_context)
-        die("the prompt is %zu tokens, longer than the context of %d positions", ids.n, m.max_context);
+        die("the prompt is %zu tokens, longer than the context of %d positions: %s", ids.n, m.max_context,
+            too_long_advice(advice, sizeof advice, &m, "shorten it"));
     for (size_t i = 0; i < ids.n; i++) check_token(&m, ids.ids[i]);
 
     Sequence seq;
@@ -1467,7 +1527,9 @@ static int cmd_chat(Args *a) {
         TokenIds ids = {0};
         int dropped;
         if (chat_prompt(&chat, m.max_context, &ids, &dropped, &e) != 0) {
-            fprintf(stderr, "(%s)\n", e.msg);
+            char advice[160];
+            fprintf(stderr, "(%s: %s)\n", e.msg,
+                    too_long_advice(advice, sizeof advice, &m, "shorten it, or start chat again with a larger -c"));
             chat_remove_last(&chat);
             token_ids_free(&ids);
             continue;
@@ -1483,7 +1545,9 @@ static int cmd_chat(Args *a) {
         fflush(stdout);
         chat_add(&chat, "assistant", reply ? reply : "");
         free(reply);
-        if (stop == STOP_CONTEXT_FULL) fprintf(stderr, "(the context is full: the reply was cut)\n");
+        if (stop == STOP_CONTEXT_FULL)
+            fprintf(stderr, "(the context of %d positions is full: the reply was cut; the next message drops the oldest "
+                            "turns, /reset starts afresh)\n", m.max_context);
         if (grammar && grammar_error(grammar)) fprintf(stderr, "(the grammar stopped the reply: %s)\n", grammar_error(grammar));
     }
     if (interactive) {
@@ -1524,7 +1588,8 @@ static int cmd_ppl(Args *a) {
                    "context length) start every S tokens; each scores only the tokens no earlier\n"
                    "window scored, each predicted from the window's tokens before it. A line per\n"
                    "window goes to standard error, the result to standard output:\n"
-                   "  perplexity: P +/- E (N tokens scored, W windows of C tokens, stride S, DTYPE)\n\n"
+                   "  perplexity: P +/- E (N tokens scored, W windows of C tokens, stride S, DTYPE\n"
+                   "  weights[, KV cache K/V when -ctk or -ctv is not f32])\n\n"
                    "flags:\n"
                    "  --stride S           tokens between the starts of windows (default: half\n"
                    "                       the window)\n"
@@ -1567,11 +1632,102 @@ static int cmd_ppl(Args *a) {
     perplexity_run(&m, ids.ids, (int)ids.n, window, stride, &t, show_window, NULL);
     double seconds = now_seconds() - t0;
     int n_windows = perplexity_windows((int)ids.n, window, stride);
-    printf("perplexity: %.6f +/- %.6f (%ld tokens scored, %d window%s of %d tokens, stride %d, %s weights)\n",
+    char cache[64] = "";
+    if (m.cache_type_k != KV_F32 || m.cache_type_v != KV_F32)
+        snprintf(cache, sizeof cache, ", KV cache %s/%s", kv_type_name(m.cache_type_k), kv_type_name(m.cache_type_v));
+    printf("perplexity: %.6f +/- %.6f (%ld tokens scored, %d window%s of %d tokens, stride %d, %s weights%s)\n",
            perplexity_value(&t), perplexity_error(&t), t.n_scored, n_windows, n_windows == 1 ? "" : "s", window, stride,
-           weight_type_name(m.dtype));
+           weight_type_name(m.dtype), cache);
     fprintf(stderr, "%zu tokens in %.2f s\n", ids.n, seconds);
     token_ids_free(&ids);
+    model_free(&m);
+    tokenizer_free(tokenizer);
+    return 0;
+}
+
+/* ---- embed ---- */
+
+/* The vectors of the texts (or token ids) given: the engine runs them in
+ * waves of up to 8 at once, each wave's prompts sharing forward passes. */
+static int cmd_embed(Args *a) {
+    const char *path = NULL;
+    const char **texts = xcalloc((size_t)a->argc, sizeof *texts);
+    int n = 0;
+    bool json = false, as_ids = false;
+    ModelOptions opt = {0};
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
+            printf("usage: run embed MODEL TEXT... [flags]\n\n"
+                   "Prints a vector for each TEXT ('-': standard input): the final norm's output\n"
+                   "for its tokens, pooled as the checkpoint's sentence-transformers files say\n"
+                   "(modules.json and the Pooling module's config.json: the last token, the mean\n"
+                   "of the tokens or the first (CLS) token; a Normalize module: scaled to length\n"
+                   "1). Without modules.json: the last token's, normalised. The texts run at once,\n"
+                   "batched into shared forward passes. One vector per line, its numbers\n"
+                   "separated by spaces, or JSON with --json.\n\n"
+                   "flags:\n"
+                   "  --json               {\"pooling\", \"normalized\", \"data\": [{\"index\", \"tokens\",\n"
+                   "                       \"embedding\"}]}\n"
+                   "  --ids                each TEXT is token ids (\"9707,11,1879\"), not text\n"
+                   "%s",
+                   model_flags_help);
+            free(texts);
+            return 0;
+        }
+        if (model_flag(a, &opt)) continue;
+        if (is_flag(a, "--json")) no_value(a), json = true;
+        else if (is_flag(a, "--ids")) no_value(a), as_ids = true;
+        else if (!operand_or_end(a)) continue;
+        else if (!path) path = a->argv[a->i];
+        else texts[n++] = a->argv[a->i];
+    }
+    if (!path) usage_error(a, "MODEL is missing");
+    if (n == 0) usage_error(a, "TEXT is missing");
+    Error e;
+    Pooling pooling;
+    if (pooling_load(&pooling, path, &e) != 0) die("%s", e.msg);
+    Model m;
+    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    GenerationConfig settings;
+    if (generation_config_load(&settings, path, &m.config, -1, &e) != 0) die("%s", e.msg);
+    /* Each input's tokens, checked against the vocabulary and the context. */
+    TokenIds *inputs = xcalloc((size_t)n, sizeof *inputs);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(texts[i]);
+        char *text = strcmp(texts[i], "-") == 0 ? read_standard_input(&len) : NULL;
+        if (as_ids) {
+            int count, *ids = parse_ids(a, "--ids", text ? text : texts[i], &count);
+            for (int k = 0; k < count; k++) check_token(&m, ids[k]), token_ids_push(&inputs[i], ids[k]);
+            free(ids);
+        } else {
+            warn_invalid_utf8(tokenizer_encode(tokenizer, text ? text : texts[i], len, ENCODE_PROMPT, &inputs[i]));
+        }
+        free(text);
+        if (inputs[i].n == 0) die("text %d has no tokens: there is nothing to embed", i + 1);
+        if ((int)inputs[i].n > m.max_context)
+            die("text %d is %zu tokens, longer than the context of %d (-c)", i + 1, inputs[i].n, m.max_context);
+    }
+    int wave = n < 8 ? n : 8, dim = m.config.dim;
+    Engine *engine = engine_start(&m, tokenizer, &(EngineOptions){.slots = wave, .queue = 0, .defaults = settings});
+    float *vectors = xmalloc((size_t)n * dim * sizeof(float));
+    EmbedOutcome done = embed_run(vectors, engine, inputs, n, wave, dim, &pooling, &settings, NULL, NULL);
+    engine_stop(engine);
+    engine_free(engine);
+    if (done != EMBED_DONE) die("the engine did not run the texts");
+    /* One line per vector, or one JSON object. */
+    if (json)
+        printf("{\"pooling\":\"%s\",\"normalized\":%s,\"data\":[", pooling_name(pooling.mode),
+               pooling.normalize ? "true" : "false");
+    for (int i = 0; i < n; i++) {
+        if (json) printf("%s{\"index\":%d,\"tokens\":%zu,\"embedding\":[", i ? "," : "", i, inputs[i].n);
+        for (int d = 0; d < dim; d++) printf("%s%.9g", d == 0 ? "" : json ? "," : " ", vectors[(size_t)i * dim + d]);
+        printf(json ? "]}" : "\n");
+    }
+    if (json) printf("]}\n");
+    for (int i = 0; i < n; i++) token_ids_free(&inputs[i]);
+    free(inputs);
+    free(vectors);
+    free(texts);
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;
@@ -1659,13 +1815,14 @@ static int cmd_serve(Args *a) {
             printf("usage: run serve MODEL [flags]\n\n"
                    "Serves the model over HTTP with an OpenAI-style API: POST /v1/chat/completions\n"
                    "(the checkpoint's chat template, as chat uses it), POST /v1/completions,\n"
-                   "GET /v1/models, GET /health, POST /tokenize and POST /detokenize. Requests\n"
-                   "run at once in --parallel slots, batched into one forward pass per step; a\n"
-                   "slot keeps its KV cache, and a request whose prompt starts like a slot's last\n"
-                   "one computes only the rest. One line per request is logged on standard\n"
-                   "error; GET /metrics (Prometheus), GET /props. SIGTERM or SIGINT drains it:\n"
-                   "no new requests, /health says draining, the replies under way finish, exit\n"
-                   "status 0.\n\n"
+                   "POST /v1/embeddings (pooled as 'run embed' does), GET /v1/models,\n"
+                   "GET /health, POST /tokenize and POST /detokenize; GET / is a chat page for a\n"
+                   "browser. Requests run at once in --parallel slots, batched into one forward\n"
+                   "pass per step; a slot keeps its KV cache, and a request whose prompt starts\n"
+                   "like a slot's last one computes only the rest. One line per request is\n"
+                   "logged on standard error; GET /metrics (Prometheus), GET /props. SIGTERM or\n"
+                   "SIGINT drains it: no new requests, /health says draining, the replies under\n"
+                   "way finish, exit status 0.\n\n"
                    "flags:\n"
                    "  --host ADDR          the address to listen on (default 127.0.0.1: this\n"
                    "                       machine only; 0.0.0.0 for every interface)\n"
@@ -1733,6 +1890,10 @@ static int cmd_serve(Args *a) {
     if (!has_template) warn("%s; /v1/chat/completions answers 400", e.msg);
     char *name = model_name(path);
     so.model_name = name;
+    Pooling pooling;
+    Error no_pooling;
+    if (pooling_load(&pooling, path, &no_pooling) == 0) so.pooling = &pooling;
+    else warn("%s; /v1/embeddings answers 400", no_pooling.msg), so.no_pooling = no_pooling.msg;
     int rc = server_run(&m, tokenizer, has_template ? &template : NULL, &so, &e);
     if (has_template) chat_template_free(&template);
     free(name);
@@ -1759,6 +1920,7 @@ static const Command commands[] = {
     {"gen", cmd_gen, "continue a prompt: stream generated text"},
     {"chat", cmd_chat, "chat with an instruction-tuned model"},
     {"ppl", cmd_ppl, "the perplexity of a text file (sliding windows)"},
+    {"embed", cmd_embed, "print the embedding vector of each text"},
     {"template", cmd_template, "print the text a chat template makes of a conversation"},
     {"serve", cmd_serve, "serve the model over HTTP (an OpenAI-style API)"},
     {"bench", cmd_bench, "time prefill and decoding (tokens per second)"},

@@ -1,5 +1,6 @@
 /* server.c - sockets, connections, routes and the OpenAI bytes of each
- * reply; the model runs in the engine (engine.c). */
+ * reply (and of each embeddings request's vectors); the model runs in the
+ * engine (engine.c). GET / sends the chat page (chat_page.h). */
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -22,6 +23,8 @@
 
 #include "api.h"
 #include "buf.h"
+#include "chat_page.h"
+#include "embed.h"
 #include "engine.h"
 #include "http.h"
 #include "metrics.h"
@@ -71,6 +74,7 @@ struct Server {
     int connections;
     atomic_bool stopping;      /* idle connections close */
     atomic_bool draining;      /* new requests are refused, /health says so */
+    atomic_int embedding;      /* embeddings requests under way (a drain lets them finish) */
     Metrics metrics;
     int closing[MAX_CLOSING];  /* refused connections, shut for writing, read until they close */
     double closing_until[MAX_CLOSING];
@@ -653,6 +657,109 @@ static void handle_health(Conn *c, Outcome *o) {
     buf_free(&out);
 }
 
+/* ---- embeddings and the chat page ---- */
+
+/* The token ids of each input to embed; an error names the first that has
+ * no token, an id past the vocabulary, or more tokens than a slot's context. */
+static int tokenize_inputs(Server *s, const ApiEmbedRequest *r, TokenIds *ids, Error *e) {
+    int vocab = s->model->config.vocab_size, capacity = s->model->max_context, rc = 0;
+    pthread_mutex_lock(&s->text_lock);
+    for (int i = 0; i < r->n_inputs && rc == 0; i++) {
+        const ApiEmbedInput *in = &r->inputs[i];
+        if (in->text) tokenizer_encode(s->tokenizer, in->text, in->len, ENCODE_PROMPT, &ids[i]);
+        for (size_t k = 0; in->ids && k < in->ids->len && rc == 0; k++) {
+            double id = in->ids->items[k].number.value;
+            if (id >= vocab) rc = fail(e, "'input'[%d]: token %.0f is not below the vocabulary size %d", i, id, vocab);
+            else token_ids_push(&ids[i], (int)id);
+        }
+        if (rc == 0 && ids[i].n == 0) rc = fail(e, "'input'[%d] has no tokens: there is nothing to embed", i);
+        if (rc == 0 && (int)ids[i].n > capacity)
+            rc = fail(e, "'input'[%d] is %zu tokens, longer than the context of %d: shorten it, or start the server with a "
+                         "larger -c", i, ids[i].n, capacity);
+    }
+    pthread_mutex_unlock(&s->text_lock);
+    return rc;
+}
+
+/* embed_run's `gone`: whether the client of connection ctx closed its end. */
+static bool connection_gone(void *ctx) { return client_left(ctx); }
+
+/* The vectors of a request's inputs, and the response: the list, 503 when
+ * the engine takes no more work, nothing when the client left. */
+static void embed_and_respond(Conn *c, const ApiEmbedRequest *r, const TokenIds *inputs, Outcome *o) {
+    Server *s = c->s;
+    const ServerOptions *opt = s->opt;
+    int dim = s->model->config.dim, keep = r->dimensions ? r->dimensions : dim;
+    float *vectors = xmalloc((size_t)r->n_inputs * dim * sizeof(float));
+    /* A drain waits for the request to end, from its first wave to its last. */
+    atomic_fetch_add(&s->embedding, 1);
+    EmbedOutcome done = embed_run(vectors, s->engine, inputs, r->n_inputs, opt->parallel, dim, opt->pooling,
+                                  &opt->defaults, connection_gone, c);
+    atomic_fetch_sub(&s->embedding, 1);
+    if (done == EMBED_DONE) {
+        /* "dimensions": each vector's first components, packed. */
+        for (int i = 0; i < r->n_inputs && keep < dim; i++) {
+            memmove(vectors + (size_t)i * keep, vectors + (size_t)i * dim, (size_t)keep * sizeof(float));
+            shorten(vectors + (size_t)i * keep, keep, opt->pooling);
+        }
+        metrics_tokens(&s->metrics, o->prompt_tokens, 0, 0);
+        Buf out = {0};
+        api_embeddings_response(&out, opt->model_name, vectors, r->n_inputs, keep, r->base64, o->prompt_tokens);
+        o->status = 200;
+        respond(c, 200, NULL, &out, !o->close);
+        buf_free(&out);
+    } else if (done == EMBED_CANCELLED) {
+        o->status = 499;  /* the client closed the connection */
+        o->close = true;
+    } else {
+        o->status = 503;
+        o->close = o->close || done == EMBED_STOPPED;
+        respond_error(c, 503, done == EMBED_STOPPED || atomic_load(&s->draining) ? "the server is shutting down"
+                              : "the server is busy: every slot and the queue are taken; retry later",
+                      "Retry-After: 1\r\n", !o->close);
+    }
+    free(vectors);
+}
+
+/* POST /v1/embeddings: a vector per input, the inputs run through the
+ * engine --parallel at a time (each wave batched in shared passes). */
+static void handle_embeddings(Conn *c, const char *body, size_t len, Outcome *o) {
+    Server *s = c->s;
+    ApiEmbedRequest r;
+    Error e;
+    o->status = 400;
+    if (!s->opt->pooling) {
+        respond_error(c, 400, s->opt->no_pooling, NULL, !o->close);
+        return;
+    }
+    if (api_parse_embeddings(&r, body, len, &e) != 0) {
+        respond_error(c, 400, e.msg, NULL, !o->close);
+        return;
+    }
+    TokenIds *inputs = xcalloc((size_t)r.n_inputs, sizeof *inputs);
+    int rc = tokenize_inputs(s, &r, inputs, &e);
+    if (rc == 0 && r.dimensions > s->model->config.dim)
+        rc = fail(&e, "'dimensions' must be at most the model's %d", s->model->config.dim);
+    for (int i = 0; i < r.n_inputs; i++) o->prompt_tokens += (int)inputs[i].n;
+    if (rc != 0) respond_error(c, 400, e.msg, NULL, !o->close);
+    else embed_and_respond(c, &r, inputs, o);
+    for (int i = 0; i < r.n_inputs; i++) token_ids_free(&inputs[i]);
+    free(inputs);
+    api_embed_request_free(&r);
+}
+
+/* GET /: the chat page. Its Content-Security-Policy lets it run only its
+ * own script and style (named by their hashes) and talk only to this
+ * server, so that even text that slipped into its HTML could not act. */
+static void handle_page(Conn *c, Outcome *o) {
+    char headers[1024];
+    snprintf(headers, sizeof headers, "Content-Security-Policy: %s\r\nX-Content-Type-Options: nosniff\r\n"
+             "Referrer-Policy: no-referrer\r\nCache-Control: no-cache\r\n", chat_page_csp);
+    Buf page = {.data = (char *)chat_page, .len = sizeof chat_page - 1};
+    o->status = 200;
+    respond_typed(c, 200, "text/html; charset=utf-8", headers, &page, !o->close);
+}
+
 /* Compares the Authorization header with "Bearer KEY" in time that does
  * not depend on where they differ. */
 static bool authorized(const Server *s, const HttpRequest *r) {
@@ -668,24 +775,25 @@ static bool authorized(const Server *s, const HttpRequest *r) {
 
 typedef enum {
     ROUTE_CHAT, ROUTE_COMPLETIONS, ROUTE_TOKENIZE, ROUTE_DETOKENIZE, ROUTE_MODELS, ROUTE_MODEL, ROUTE_HEALTH,
-    ROUTE_METRICS, ROUTE_PROPS, ROUTE_NONE
+    ROUTE_METRICS, ROUTE_PROPS, ROUTE_EMBEDDINGS, ROUTE_PAGE, ROUTE_NONE
 } Route;
 
 static const struct {
-    const char *path, *method;  /* a path ending in '/' takes one more segment: /v1/models/{id} */
+    const char *path, *method;  /* a path ending in '/' (but "/") takes one more segment: /v1/models/{id} */
 } routes[ROUTE_NONE] = {
     [ROUTE_CHAT] = {"/v1/chat/completions", "POST"}, [ROUTE_COMPLETIONS] = {"/v1/completions", "POST"},
     [ROUTE_TOKENIZE] = {"/tokenize", "POST"},         [ROUTE_DETOKENIZE] = {"/detokenize", "POST"},
     [ROUTE_MODELS] = {"/v1/models", "GET"},           [ROUTE_MODEL] = {"/v1/models/", "GET"},
     [ROUTE_HEALTH] = {"/health", "GET"},              [ROUTE_METRICS] = {"/metrics", "GET"},
-    [ROUTE_PROPS] = {"/props", "GET"},
+    [ROUTE_PROPS] = {"/props", "GET"},               [ROUTE_EMBEDDINGS] = {"/v1/embeddings", "POST"},
+    [ROUTE_PAGE] = {"/", "GET"},
 };
 
 /* The route of a path; *rest is the segment after a route ending in '/'. */
 static Route find_route(const char *path, const char **rest) {
     for (int i = 0; i < ROUTE_NONE; i++) {
         size_t n = strlen(routes[i].path);
-        if (routes[i].path[n - 1] == '/' ? strncmp(path, routes[i].path, n) == 0 && path[n] && !strchr(path + n, '/')
+        if (n > 1 && routes[i].path[n - 1] == '/' ? strncmp(path, routes[i].path, n) == 0 && path[n] && !strchr(path + n, '/')
                                          : strcmp(path, routes[i].path) == 0) {
             *rest = path + n;
             return (Route)i;
@@ -728,7 +836,7 @@ static void dispatch(Conn *c, const HttpRequest *r, const char *body, size_t len
         respond_error(c, 405, "method not allowed", allow, !o->close);
         return;
     }
-    if (route != ROUTE_HEALTH && route != ROUTE_METRICS && !authorized(c->s, r)) {
+    if (route != ROUTE_HEALTH && route != ROUTE_METRICS && route != ROUTE_PAGE && !authorized(c->s, r)) {
         o->status = 401;
         respond_error(c, 401, "a valid API key is needed: 'Authorization: Bearer KEY'", "WWW-Authenticate: Bearer\r\n",
                       !o->close);
@@ -744,6 +852,8 @@ static void dispatch(Conn *c, const HttpRequest *r, const char *body, size_t len
     case ROUTE_HEALTH: handle_health(c, o); break;
     case ROUTE_METRICS: handle_metrics(c, o); break;
     case ROUTE_PROPS: handle_props(c, o); break;
+    case ROUTE_EMBEDDINGS: handle_embeddings(c, body, len, o); break;
+    case ROUTE_PAGE: handle_page(c, o); break;
     case ROUTE_NONE: break;
     }
 }
@@ -967,6 +1077,10 @@ static void drain_closing(Server *s, const struct pollfd *p) {
     }
 }
 
+/* Whether a reply or an embeddings request is under way (between the
+ * waves of the latter the engine may be idle for a moment). */
+static bool busy(Server *s) { return !engine_idle(s->engine) || atomic_load(&s->embedding) > 0; }
+
 int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const ServerOptions *o, Error *e) {
     int port = 0, listen_fd = listen_on(o, &port, e);
     if (listen_fd < 0) return -1;
@@ -982,6 +1096,7 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     pthread_cond_init(&s.idle, NULL);
     atomic_init(&s.stopping, false);
     atomic_init(&s.draining, false);
+    atomic_init(&s.embedding, 0);
     metrics_init(&s.metrics);
     s.caps = template_caps(template);
     EngineOptions eo = {.slots = o->parallel, .queue = o->queue, .defaults = o->defaults};
@@ -1012,14 +1127,14 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     engine_drain(s.engine);
     double deadline = now_seconds() + o->drain_timeout;
     bool again = got > 1;
-    if (!engine_idle(s.engine) && !again)
+    if (busy(&s) && !again)
         fprintf(stderr, "draining: the replies under way finish (%g s at most; a second signal ends them now)\n",
                 o->drain_timeout);
-    while (!again && !engine_idle(s.engine) && now_seconds() < deadline) {
+    while (!again && busy(&s) && now_seconds() < deadline) {
         struct pollfd w = {.fd = wake_pipe[0], .events = POLLIN};
         again = poll(&w, 1, 50) > 0;
     }
-    if (!engine_idle(s.engine)) fprintf(stderr, "stopping: ending the replies under way\n");
+    if (busy(&s)) fprintf(stderr, "stopping: ending the replies under way\n");
     atomic_store(&s.stopping, true);
     engine_stop(s.engine);
     pthread_mutex_lock(&s.lock);

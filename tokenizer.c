@@ -964,7 +964,7 @@ static void cache_add(PieceCache *c, const char *piece, size_t n, uint64_t hash,
     while (c->slots[i].hash != 0) i = (i + 1) & (CACHE_SLOTS - 1);
     c->slots[i] = (CacheEntry){hash, (uint32_t)c->keys_used, (uint32_t)c->ids_used, (uint16_t)n, (uint16_t)n_ids};
     memcpy(c->keys + c->keys_used, piece, n);
-    memcpy(c->ids + c->ids_used, ids, n_ids * sizeof *ids);
+    if (n_ids > 0) memcpy(c->ids + c->ids_used, ids, n_ids * sizeof *ids);
     c->keys_used += n;
     c->ids_used += n_ids;
     c->n_entries++;
@@ -1156,7 +1156,7 @@ enum { MAX_HELD = 16 };
 static const char *give_out(DecodeStream *d, bool all, size_t *len) {
     size_t n;
     char *text = decode_steps(d->tokenizer, d->window.ids, d->window.n, &n);
-    if (n < d->prefix_len || memcmp(text, d->prefix, d->prefix_len) != 0) {
+    if (n < d->prefix_len || (d->prefix_len > 0 && memcmp(text, d->prefix, d->prefix_len) != 0)) {
         memmove(d->window.ids, d->window.ids + d->n_context, (d->window.n - d->n_context) * sizeof *d->window.ids);
         d->window.n -= d->n_context;
         d->n_context = d->prefix_len = 0;

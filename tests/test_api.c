@@ -218,6 +218,11 @@ static void test_agent_refusals(void) {
     refused(API_CHAT, CHAT(",\"logit_bias\":{\"1\":101}"), "[-100, 100]");
     refused(API_CHAT, CHAT(",\"logit_bias\":[1]"), "'logit_bias' must be an object");
     refused(API_CHAT, CHAT(",\"reasoning_format\":\"deepseek-legacy\""), "'reasoning_format' must be");
+    ApiEmbedRequest embed;
+    Error e = {{0}};
+    const char *extra = "{\"input\":\"a\",\"truncate\":true}";
+    CHECK(api_parse_embeddings(&embed, extra, strlen(extra), &e) == -1 && strstr(e.msg, "'truncate' is not supported"),
+          "embeddings: a field not read is refused, named (%s)", e.msg);
     refused(API_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "tool_call_id is missing");
     refused(API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_call_id\":\"a\"}]}", "only a tool's message has tool_call_id");
     refused(API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}", "only an assistant's message has tool_calls");

@@ -144,9 +144,17 @@ static void test_conversation(Tokenizer *t) {
     while (small - small / 8 < (int)ids.n) small++;
     expect_prompt(&c, t, small, last, 4, "a context too small for three turns");
     CHECK(c.n_messages == 2 && strcmp(c.messages[1].content, "three") == 0, "the dropped messages are gone");
+    /* The last turn alone may fill the whole context (less room for the
+     * reply than an eighth, but nothing older to drop); one more token is
+     * too many. */
+    expect_prompt(&c, t, (int)ids.n, last, 0, "the last turn alone, the whole context");
     int dropped;
-    CHECK(chat_prompt(&c, 8, &ids, &dropped, &e) == -1 && strstr(e.msg, "too long for the context of 8"),
+    TokenIds more = {0};
+    char want[128];
+    snprintf(want, sizeof want, "a prompt of %zu tokens, longer than the context of %zu positions", ids.n, ids.n - 1);
+    CHECK(chat_prompt(&c, (int)ids.n - 1, &more, &dropped, &e) == -1 && strstr(e.msg, want),
           "a last message that cannot fit (%s)", e.msg);
+    token_ids_free(&more);
     chat_reset(&c);
     CHECK(c.n_messages == 1 && strcmp(c.messages[0].role, "system") == 0, "reset keeps the system message");
     token_ids_free(&ids);

@@ -166,8 +166,9 @@ static void test_golden(const JsonValue *golden, const char *dir) {
  * random, and all three at once in a batch whose slots sit at different
  * positions) with length limits -1, 0, 1, 5 and c. A reply never feeds a
  * position past the context (AddressSanitizer watches the cache in `make
- * test-sanitize`): at most c - p + 1 tokens, at least as many as the limit
- * or the context allows (c - p, or 1 for a whole-context prompt). */
+ * test-sanitize`): exactly as many tokens as the limit or the context
+ * allows, the context c - p + 1 (the last token sampled needs no
+ * position), stopped by a full context when that is what ends it. */
 static void test_context_edges(const char *dir) {
     unsigned seed = 12345;
     for (int trial = 0; trial < 3; trial++) {
@@ -199,10 +200,10 @@ static void test_context_edges(const char *dir) {
                 if (together) engine_submit(engine, batch, 3);
                 for (int k = 0; k < 3; k++) {
                     wait_ended(&got[k]);
-                    int limit = limits[l], p = c - 2 + k, room = c - p > 1 ? c - p : 1;
-                    int least = limit >= 0 && limit < room ? limit : room, n = got[k].r.generated;
-                    bool ok = n <= c - p + 1 && n >= least && (limit < 0 || n <= limit) && got[k].in_order;
-                    bool why = got[k].stop == STOP_CONTEXT_FULL || (n == limit && got[k].stop == STOP_LENGTH);
+                    int limit = limits[l], p = c - 2 + k, room = c - p + 1;
+                    int want = limit >= 0 && limit < room ? limit : room, n = got[k].r.generated;
+                    bool ok = n == want && got[k].n_ids == want && got[k].in_order;
+                    bool why = got[k].stop == (want == room ? STOP_CONTEXT_FULL : STOP_LENGTH);
                     CHECK(ok && why, "c %d, prompt %d, max_new %d%s: %d tokens, stopped by %s", c, p, limit,
                           together ? " (three slots at once)" : "", n, stop_reason_text(got[k].stop));
                 }

@@ -54,12 +54,19 @@ check "gen -n 3: at most 3 tokens" sh -c "$RUN gen '$model' Hello -n 3 2>&1 >/de
 # ---- gen: errors ----
 $RUN gen "$model" "one two three four five six" -c 4 >/dev/null 2>"$tmp/err"
 check "gen: a prompt longer than the context: exit 1" test $? -eq 1
-check "gen: a prompt longer than the context: said" grep -q "longer than the context of 4" "$tmp/err"
+check "gen: a prompt longer than the context: said, with what to do" \
+    grep -q "longer than the context of 4 positions: shorten it, or raise -c (the model allows up to 32768)" "$tmp/err"
 $RUN gen "$model" "" >/dev/null 2>"$tmp/err"
 check "gen: an empty prompt: exit 1" test $? -eq 1
 printf 'caf\351 au lait' >"$tmp/latin1"
 $RUN gen "$model" "$(cat "$tmp/latin1")" -n 1 >/dev/null 2>"$tmp/err"
 check "gen: invalid UTF-8 in the prompt: a warning" grep -q "invalid UTF-8 sequence in the input replaced by U+FFFD" "$tmp/err"
+
+# ---- gen and chat with a KV cache of bf16 ----
+$RUN gen "$model" "Hello" -n 8 --temp 0 -ctk bf16 -ctv bf16 >"$tmp/got" 2>"$tmp/err"
+check "gen -ctk bf16 -ctv bf16: exit 0, 8 tokens" grep -q "generated: 8 tokens" "$tmp/err"
+printf 'hi\nand again\n' | $RUN chat "$model" --temp 0 --seed 0 -n 4 --cache-type-k bf16 --cache-type-v bf16 >"$tmp/got" 2>"$tmp/err"
+check "chat --cache-type-k/-v bf16: two replies through a pipe" test $? -eq 0 -a "$(wc -l <"$tmp/got")" -eq 2
 
 # ---- chat: two turns through a pipe, against the reference ----
 {
@@ -112,7 +119,8 @@ printf 'hi\nhi\n' | $RUN chat "$model" --temp 0 -n 8 -c 48 >"$tmp/got" 2>"$tmp/e
 check "chat: a full context drops the oldest messages" grep -q "the context is full: the oldest 2 messages were dropped" "$tmp/err"
 check "chat: ... and answers as in a new conversation" test "$(sed -n 2p "$tmp/got")" = "$first"
 printf '%s\n' "$(head -c 3000 /dev/zero | tr '\0' 'a')" | $RUN chat "$model" -c 64 >/dev/null 2>"$tmp/err"
-check "chat: a message longer than the context is refused, chat goes on" grep -q "too long for the context" "$tmp/err"
+check "chat: a message longer than the context is refused, saying what to do, chat goes on" \
+    grep -q "longer than the context of 64 positions: shorten it, or start chat again with a larger -c" "$tmp/err"
 printf '' | $RUN chat "$model" >"$tmp/got" 2>/dev/null
 check "chat: empty input ends at once" test ! -s "$tmp/got"
 

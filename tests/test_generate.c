@@ -178,7 +178,8 @@ static void test_qwen2(const JsonValue *golden) {
     g.max_new = -1;
     sequence_init(&s, &m, tokenizer, &g, n + 4);
     why = run_reply(&s, prompt, n, got, 64, &n_got, &text);
-    CHECK(why == STOP_CONTEXT_FULL && n_got == 4, "a context of prompt + 4: four tokens, stopped by a full context");
+    CHECK(why == STOP_CONTEXT_FULL && n_got == 5,
+          "a context of prompt + 4: five tokens (the last needs no position), stopped by a full context");
     free(text);
     sequence_free(&s);
     model_free(&m);

@@ -168,7 +168,8 @@ expect 1 "the prompt is empty" gen "$base" ""
 expect 1 "the prompt is 6 tokens, longer than the context of 4 positions" gen "$base" "hello world, hello world" -c 4
 
 # bench's own flags.
-expect 2 "-p: expected an integer in [1, 1048576], got '0'" bench "$base" -p 0
+expect 2 "-p: expected an integer in [0, 1048576], got '-1'" bench "$base" -p -1
+expect 2 "-p 0 and -n 0: nothing to time" bench "$base" -p 0 -n 0
 expect 1 "a context of 228 positions is outside [1, 64]" bench "$base" --depth 100 -p 128
 
 summary test_hostile

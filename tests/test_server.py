@@ -447,7 +447,7 @@ def check_edge(p, limit, status, body, how):
         check(status == 400 and f"longer than the context of {c}" in body["error"]["message"], f"{what}: refused ({body})")
         return
     n, finish = body["usage"]["completion_tokens"], body["choices"][0]["finish_reason"]
-    room = max(c - p, 1)
+    room = c - p + 1
     least = room if limit < 0 else min(limit, room)
     ok = status == 200 and n <= c - p + 1 and (limit < 0 or n <= limit) and finish in ("length", "stop")
     # Only an end token ("stop") may end a reply before the limit or the context.
@@ -607,6 +607,30 @@ code = server.proc.wait(timeout=30)
 check(code == 0 and time.time() - t0 < 5 and b"data: [DONE]" in got,
       f"a second signal: the stream ends at once with [DONE], exit 0 (got {code})")
 s.close()
+
+# ---- a KV cache of bf16 keys and values in the slots ----
+# One slot: a follow-up turn computes only its new tokens from the kept
+# cache, then, after another conversation took the slot, all of them again;
+# the reply is the same both ways (cached rows are the rows a new pass writes).
+server = Server("bf16-cache", "-c", "256", "--parallel", "1", "-ctk", "bf16", "--cache-type-v=bf16")
+status, body = chat(server, first_turn, max_tokens=n_chat, temperature=0)
+check(status == 200 and body["usage"]["completion_tokens"] == n_chat, f"bf16 KV cache: chat turn 1 ({body})")
+follow_up = first_turn + [{"role": "assistant", "content": body["choices"][0]["message"]["content"]},
+                          {"role": "user", "content": conversation[2]["content"]}]
+status, kept = chat(server, follow_up, max_tokens=n_chat, temperature=0)
+status2, _ = chat(server, [{"role": "user", "content": "a different conversation"}], max_tokens=2)
+status3, again = chat(server, follow_up, max_tokens=n_chat, temperature=0)
+check(status == status2 == status3 == 200 and kept["usage"]["prompt_tokens_details"]["cached_tokens"] >= len(turn_ids[0])
+      and again["usage"]["prompt_tokens_details"]["cached_tokens"] < len(turn_ids[0]),
+      f"bf16 KV cache: turn 2 from the kept cache, then computed again ({kept['usage']}, {again['usage']})")
+check(kept["choices"][0]["message"]["content"] == again["choices"][0]["message"]["content"],
+      "bf16 KV cache: the same reply from the kept cache as computed again")
+server.stop()
+r = subprocess.run([RUN, "serve", MODEL, "--port", "0", "-ctk", "q8_0"], capture_output=True, text=True, timeout=30)
+check(r.returncode == 1 and "a q8_0 KV cache needs head_dim to be a multiple of 32" in r.stderr,
+      f"serve -ctk q8_0 on head_dim 16: refused ({r.stderr.strip()})")
+r = subprocess.run([RUN, "serve", MODEL, "--port", "0", "-ctv", "q4_0"], capture_output=True, text=True, timeout=30)
+check(r.returncode == 2 and "the types are f32 (exact), bf16 and q8_0" in r.stderr, f"serve -ctv q4_0: refused ({r.stderr.strip()})")
 
 # ---- serve's flags: only what serve honours ----
 h = subprocess.run([RUN, "serve", "--help"], capture_output=True, text=True)

@@ -1,16 +1,21 @@
-// tests/openai_client/test.mjs PORT WANT_REPLY N_TOKENS - run serve through
-// the official openai npm package (a client no one here wrote): a chat
-// completion, the same streamed, a completion, the model list, and an
-// error surfaced as the SDK's APIError; then tool calls (required and
-// streamed, a named function) whose arguments zod must accept, and
-// structured output with zodResponseFormat and beta.chat.completions.parse
-// (the SDK parses the reply with zod, and throws when it does not fit).
-// Prints one "ok ..." or "FAIL ..." line per check.
+// tests/openai_client/test.mjs PORT WANT_REPLY N_TOKENS EMBED_GOLDEN - run
+// serve through the official openai npm package (a client no one here
+// wrote): a chat completion, the same streamed, a completion, the model
+// list, embeddings (as the SDK asks for them by default, base64, and as
+// floats) against the numpy reference's vectors (EMBED_GOLDEN,
+// tests/data/embed_golden.json), and errors surfaced as the SDK's
+// APIError; then tool calls (required and streamed, a named function)
+// whose arguments zod must accept, and structured output with
+// zodResponseFormat and beta.chat.completions.parse (the SDK parses the
+// reply with zod, and throws when it does not fit). Prints one "ok ..." or
+// "FAIL ..." line per check.
+import fs from "node:fs";
 import OpenAI from "openai";
 import { zodFunction, zodResponseFormat } from "openai/helpers/zod";
 import { z } from "zod";
 
 const [port, want, nTokens] = [process.argv[2], process.argv[3], Number(process.argv[4])];
+const golden = JSON.parse(fs.readFileSync(process.argv[5], "utf8"));
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "k3y", maxRetries: 0 });
 const messages = [{ role: "user", content: "hi" }];
 let failed = 0;
@@ -46,6 +51,28 @@ try {
 } catch (e) {
   check(e instanceof OpenAI.APIError && e.status === 400 && /unknown role/.test(e.message), `an unknown role: APIError 400 (${e.message})`);
 }
+// Embeddings: the SDK asks for base64 unless told otherwise, and decodes it.
+const near = (got, wanted) => got.length === wanted.length && got.every((x, d) => Math.abs(x - wanted[d]) < 1e-4);
+const texts = [0, 3].map((i) => golden.texts[i]);
+const embedded = await client.embeddings.create({ model: "model", input: texts });
+check(embedded.data.length === 2 && embedded.data.every((d, k) => d.index === k && near(d.embedding, golden.last[[0, 3][k]])),
+      "embeddings.create, two texts (base64 on the wire): the reference's vectors within 1e-4");
+check(embedded.usage.prompt_tokens === golden.inputs[0].length + golden.inputs[3].length &&
+      embedded.usage.total_tokens === embedded.usage.prompt_tokens && embedded.model === "model", "embeddings: usage and model");
+const floats = await client.embeddings.create({ model: "model", input: golden.inputs[1], encoding_format: "float" });
+check(floats.data.length === 1 && near(floats.data[0].embedding, golden.last[1]), "embeddings.create, token ids as floats: the reference's vector");
+const raw = await client.embeddings.create({ model: "model", input: golden.inputs[1], encoding_format: "base64" });
+const bytes = Buffer.from(raw.data[0].embedding, "base64");
+const decoded = Array.from({ length: bytes.length / 4 }, (_, d) => bytes.readFloatLE(4 * d));
+check(decoded.length === floats.data[0].embedding.length && decoded.every((x, d) => x === Math.fround(floats.data[0].embedding[d])),
+      "embeddings as base64: the same float32s (little-endian) as the floats");
+try {
+  await client.embeddings.create({ model: "model", input: [] });
+  check(false, "embeddings of an empty list: an error");
+} catch (e) {
+  check(e instanceof OpenAI.BadRequestError && /empty/.test(e.message), `embeddings of an empty list: BadRequestError (${e.message})`);
+}
+
 const wrongKey = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "nope", maxRetries: 0 });
 try {
   await wrongKey.models.list();
