@@ -11,7 +11,9 @@
  * tokens its prompt shares the longest start with, so that a conversation's
  * next turn computes only its new tokens. Requests that find no free slot
  * wait in a bounded queue. No position past a slot's context is ever fed:
- * a reply that reaches it ends with STOP_CONTEXT_FULL. */
+ * a reply that reaches it ends with STOP_CONTEXT_FULL. A request may bring
+ * a grammar (constrained decoding): its slot's steps sample under that
+ * grammar's mask, each slot of a batch under its own. */
 #ifndef ENGINE_H
 #define ENGINE_H
 
@@ -50,6 +52,10 @@ struct EngineRequest {
     int logprobs;              /* -1: none; else this many top tokens with each step */
     float *hidden;             /* when not NULL: [n_prompt][dim] receives every prompt token's
                                   final-normed hidden state (embeddings); no token is generated */
+    Grammar *grammar;          /* when not NULL: the reply is a sentence of it (this request's own:
+                                  the engine thread parses with it until ENGINE_ENDED) */
+    const GrammarTrigger *triggers; /* [n_triggers] when n_triggers > 0 the grammar is lazy */
+    int n_triggers;            /*   (sequence_set_grammar_triggers) */
     bool under_way;            /* a later part of work taken before a drain (the next inputs of
                                   an embeddings request): taken while draining */
     /* Called on the engine thread, with no lock held, for each event in

@@ -28,6 +28,8 @@
 #include "engine.h"
 #include "http.h"
 #include "metrics.h"
+#include "reply.h"
+#include "tools.h"
 
 /* Refused connections being closed at once, at most; each is given a
  * second to take its 503 (see linger_close). */
@@ -45,10 +47,14 @@ typedef struct {
     Server *s;
     ApiRequest request;
     TokenIds prompt;
+    ThinkStart think;          /* chat: where the reply starts with respect to thinking */
+    Grammar *grammar;          /* the reply's grammar (response_format, tools), or NULL */
+    ReplyGrammar plan;         /* its text and triggers */
+    ReplyParser parser;        /* chat: the reply's text as reasoning, content and tool calls */
     ApiReply reply;
     char id[48];
     StopReason stop;
-    Buf text;                  /* not streamed: the reply's text so far */
+    Buf text;                  /* not streamed: a completion's text so far */
     ApiLogprobs logprobs;      /* not streamed: its tokens' log-probabilities */
     Buf out;                   /* bytes for the connection to send (under the lock) */
     bool done;                 /* the engine is finished with it: out is all there is (under the lock) */
@@ -74,7 +80,7 @@ struct Server {
     double closing_until[MAX_CLOSING];
     int n_closing;
     pthread_mutex_t text_lock; /* the tokenizer's encoder and the template are not thread-safe */
-    Buf template_caps;         /* /props' "chat_template": what the template does with tools and thinking (JSON) */
+    TemplateCaps caps;         /* what the chat template does with tools and thinking */
 };
 
 /* ---- signals ---- */
@@ -123,24 +129,26 @@ static void on_started(Job *job) {
     buf_free(&b);
 }
 
-/* One step's text and log-probabilities: a stream's chunk, or kept for the
- * whole response. */
+/* One step's text and log-probabilities: a stream's chunks (a chat's text
+ * read by its parser first), or kept for the whole response. */
 static void on_token(Job *job, const Step *step) {
     double now = now_seconds();
     if (job->engine.generated == 1) metrics_first_token(&job->s->metrics, now - job->submitted);
     else metrics_token_gap(&job->s->metrics, now - job->last_token);
     job->last_token = now;
-    bool logprobs = job->request.logprobs >= 0 && step->stop != STOP_EOS;
+    bool logprobs = job->request.logprobs >= 0 && step->stop != STOP_EOS, chat = job->request.kind == API_CHAT;
+    if (chat) reply_feed(&job->parser, step->text, step->len);
     if (job->request.stream) {
         ApiLogprobs one = {0};
         if (logprobs) api_logprobs_add(&one, job->request.kind, job->s->tokenizer, step);
         Buf b = {0};
-        if (step->len || logprobs) api_stream_text(&b, &job->reply, step->text, step->len, logprobs ? &one : NULL);
+        if (chat) api_stream_events(&b, &job->reply, &job->parser, logprobs ? &one : NULL);
+        else if (step->len || logprobs) api_stream_text(&b, &job->reply, step->text, step->len, logprobs ? &one : NULL);
         post(job, &b, false);
         buf_free(&b);
         api_logprobs_free(&one);
     } else {
-        buf_add(&job->text, step->text, step->len);
+        if (!chat) buf_add(&job->text, step->text, step->len);
         if (logprobs) api_logprobs_add(&job->logprobs, job->request.kind, job->s->tokenizer, step);
     }
 }
@@ -149,16 +157,30 @@ static void on_token(Job *job, const Step *step) {
  * when not streamed). A request cancelled or refused says nothing more. */
 static void on_ended(Job *job, const EngineEvent *event) {
     Buf b = {0};
-    job->stop = event->stop;
+    /* A grammar whose parse outgrew its bounds cut the reply short: as
+     * the length limit does, so that a reply that says "stop" is whole. */
+    StopReason stop = event->stop == STOP_GRAMMAR && job->grammar && grammar_error(job->grammar) ? STOP_LENGTH : event->stop;
+    job->stop = stop;
+    bool chat = job->request.kind == API_CHAT, stream = job->request.stream;
     if (!job->engine.cancelled && !job->engine.refused) {
         ApiUsage usage = usage_of(job);
-        if (job->request.stream) {
-            if (event->len) api_stream_text(&b, &job->reply, event->text, event->len, NULL);
-            api_stream_end(&b, &job->reply, event->stop, job->request.include_usage ? &usage : NULL);
+        if (chat) {
+            reply_feed(&job->parser, event->text, event->len);
+            if (stream) api_stream_events(&b, &job->reply, &job->parser, NULL);
+            reply_end(&job->parser);
+            if (stream) api_stream_events(&b, &job->reply, &job->parser, NULL);
+        }
+        if (stream) {
+            if (!chat && event->len) api_stream_text(&b, &job->reply, event->text, event->len, NULL);
+            api_stream_end(&b, &job->reply, api_finish_reason(stop, chat && job->parser.n_calls > 0),
+                           job->request.include_usage ? &usage : NULL);
+        } else if (chat) {
+            api_chat_response(&b, &job->reply, &job->parser, job->request.logprobs >= 0 ? &job->logprobs : NULL,
+                              stop, &usage);
         } else {
             buf_add(&job->text, event->text, event->len);
             api_response(&b, &job->reply, job->text.data ? job->text.data : "", job->text.len,
-                         job->request.logprobs >= 0 ? &job->logprobs : NULL, event->stop, &usage);
+                         job->request.logprobs >= 0 ? &job->logprobs : NULL, stop, &usage);
         }
     }
     post(job, &b, true);
@@ -309,8 +331,9 @@ static void log_request(const Conn *c, const HttpRequest *r, const Outcome *o, d
     buf_free(&b);
 }
 
-/* The request's tokens: a chat's rendered messages, or a completion's prompt. */
-static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, Error *e) {
+/* The request's tokens: a chat's rendered messages (with its tools), or a
+ * completion's prompt; *think says how the chat's reply starts. */
+static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, ThinkStart *think, Error *e) {
     int rc = 0;
     pthread_mutex_lock(&s->text_lock);
     if (r->kind == API_COMPLETION && r->prompt_ids) {
@@ -326,9 +349,10 @@ static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, Error
         rc = fail(e, "the model has no chat template: use /v1/completions");
     } else {
         size_t len;
-        char *text = chat_template_render(s->template, &r->messages, true, r->template_kwargs, &len, e);
+        char *text = chat_template_render(s->template, &r->messages, r->tools, true, r->template_kwargs, &len, e);
         if (text) tokenizer_encode(s->tokenizer, text, len, ENCODE_ADDED_TOKENS, ids);
         else rc = -1;
+        if (text) *think = think_start(&s->caps, text, len);
         free(text);
     }
     pthread_mutex_unlock(&s->text_lock);
@@ -347,7 +371,9 @@ static bool submit(Server *s, Job *job) {
     job->s = s;
     job->engine = (EngineRequest){.prompt = job->prompt.ids, .n_prompt = (int)job->prompt.n, .generation = r->generation,
                                   .seed_given = r->seed_given || s->opt->seed_given, .stops = r->stops,
-                                  .n_stops = r->n_stops, .logprobs = r->logprobs, .on_event = on_event, .ctx = job};
+                                  .n_stops = r->n_stops, .logprobs = r->logprobs, .grammar = job->grammar,
+                                  .triggers = job->plan.triggers, .n_triggers = job->plan.n_triggers,
+                                  .on_event = on_event, .ctx = job};
     EngineRequest *one = &job->engine;
     job->submitted = now_seconds();
     return engine_submit(s->engine, &one, 1);
@@ -409,6 +435,25 @@ static void relay(Conn *c, Job *job, bool chunked, Outcome *o) {
     }
 }
 
+/* What the reply must follow and how its text is read: the logit bias's
+ * ids checked against the vocabulary, the grammar of response_format and
+ * tools (tools.h) compiled, a chat's reply parser set up. */
+static int prepare_reply(Server *s, Job *job, Error *e) {
+    const ApiRequest *r = &job->request;
+    int vocab = s->model->config.vocab_size;
+    for (int i = 0; i < r->n_bias; i++)
+        if (r->bias[i].id >= vocab) return fail(e, "'logit_bias' token %d is not below the vocabulary size %d", r->bias[i].id, vocab);
+    if (reply_grammar(&job->plan, r, &s->caps, job->think, e) != 0) return -1;
+    Error why;
+    if (job->plan.gbnf && !(job->grammar = grammar_new(job->plan.gbnf, strlen(job->plan.gbnf), &why)))
+        return fail(e, "%s%s", r->grammar ? "'grammar': " : "the reply's grammar: ", why.msg);
+    static atomic_ullong calls;
+    uint64_t seed = mix64((uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)job ^ atomic_fetch_add(&calls, 1) << 32);
+    bool tools = r->tools && r->tool_choice != API_TOOLS_NONE;
+    if (r->kind == API_CHAT) reply_init(&job->parser, tools ? s->caps.syntax : TOOL_SYNTAX_NONE, !r->reasoning_inline, job->think, seed);
+    return 0;
+}
+
 static void handle_completion(Conn *c, const HttpRequest *http, const char *body, size_t len, ApiKind kind, Outcome *o) {
     Server *s = c->s;
     Job *job = xcalloc(1, sizeof *job);
@@ -419,7 +464,7 @@ static void handle_completion(Conn *c, const HttpRequest *http, const char *body
         free(job);
         return;
     }
-    if (tokenize_request(s, &job->request, &job->prompt, &e) != 0) {
+    if (tokenize_request(s, &job->request, &job->prompt, &job->think, &e) != 0 || prepare_reply(s, job, &e) != 0) {
         o->status = 400;
         respond_error(c, 400, e.msg, NULL, !o->close);
     } else {
@@ -449,6 +494,9 @@ static void handle_completion(Conn *c, const HttpRequest *http, const char *body
         }
     }
     token_ids_free(&job->prompt);
+    grammar_free(job->grammar);
+    free(job->plan.gbnf);
+    reply_free(&job->parser);
     api_request_free(&job->request);
     buf_free(&job->text);
     buf_free(&job->out);
@@ -577,43 +625,13 @@ static void handle_props(Conn *c, Outcome *o) {
     buf_printf(&out, ",\"model_type\":\"%s\",\"slots\":%d,\"context_per_slot\":%d,\"vocab_size\":%d,\"embedding_size\":%d",
                architecture_name(s->model->config.arch), s->opt->parallel, s->model->max_context, s->model->config.vocab_size,
                s->model->config.dim);
-    buf_printf(&out, ",\"chat_template\":%s}", s->template_caps.data);
+    if (s->template)
+        buf_printf(&out, ",\"chat_template\":{\"tools\":%s,\"thinking\":%s,\"tool_call_syntax\":\"%s\"}}",
+                   s->caps.tools ? "true" : "false", s->caps.thinking ? "true" : "false", tool_syntax_name(s->caps.syntax));
+    else buf_puts(&out, ",\"chat_template\":null}");
     o->status = 200;
     respond(c, 200, NULL, &out, !o->close);
     buf_free(&out);
-}
-
-/* Whether the template renders a conversation differently with `extra`
- * than without (or, with `needle`, whether its text holds it). */
-static bool renders_differently(const ChatTemplate *t, const char *extra, const char *other, const char *needle) {
-    const char *conversation = "[{\"role\":\"user\",\"content\":\"hi\"}]";
-    JsonDoc messages, a, b;
-    Error e;
-    json_parse(&messages, conversation, strlen(conversation), &e);
-    json_parse(&a, extra, strlen(extra), &e);
-    json_parse(&b, other, strlen(other), &e);
-    size_t n_a, n_b;
-    char *text_a = chat_template_render(t, &messages.root, true, &a.root, &n_a, &e);
-    char *text_b = chat_template_render(t, &messages.root, true, &b.root, &n_b, &e);
-    bool differs = text_a && text_b && (needle ? strstr(text_a, needle) != NULL : n_a != n_b || memcmp(text_a, text_b, n_a) != 0);
-    free(text_a), free(text_b);
-    json_free(&messages), json_free(&a), json_free(&b);
-    return differs;
-}
-
-/* What the chat template does, found by rendering a probe conversation:
- * whether it shows the model a tool's definition, and whether
- * enable_thinking changes its text. */
-static void template_capabilities(Buf *out, const ChatTemplate *t) {
-    if (!t) {
-        buf_puts(out, "null");
-        return;
-    }
-    bool tools = renders_differently(t, "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"probe_tool_7f3a\","
-                                        "\"description\":\"d\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]}",
-                                     "{}", "probe_tool_7f3a");
-    bool thinking = renders_differently(t, "{\"enable_thinking\":true}", "{\"enable_thinking\":false}", NULL);
-    buf_printf(out, "{\"tools\":%s,\"thinking\":%s}", tools ? "true" : "false", thinking ? "true" : "false");
 }
 
 /* GET /metrics in Prometheus' text format. */
@@ -1080,7 +1098,7 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     atomic_init(&s.draining, false);
     atomic_init(&s.embedding, 0);
     metrics_init(&s.metrics);
-    template_capabilities(&s.template_caps, template);
+    s.caps = template_caps(template);
     EngineOptions eo = {.slots = o->parallel, .queue = o->queue, .defaults = o->defaults};
     s.engine = engine_start(m, t, &eo);
     fprintf(stderr, "listening on http://%s%s%s:%d (%d slot%s of %d tokens)\n", strchr(o->host, ':') ? "[" : "", o->host,
@@ -1124,7 +1142,6 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     pthread_mutex_unlock(&s.lock);
     engine_free(s.engine);
     metrics_free(&s.metrics);
-    buf_free(&s.template_caps);
     pthread_mutex_destroy(&s.lock);
     pthread_mutex_destroy(&s.text_lock);
     pthread_cond_destroy(&s.progress);

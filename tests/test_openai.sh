@@ -2,7 +2,8 @@
 # tests/test_openai.sh - `run serve` driven by the official openai npm
 # package (tests/openai_client), streaming included, on test_gen.sh's
 # checkpoint; the chat reply must be the reference's (generation_golden.json),
-# the embeddings the reference's vectors (embed_golden.json).
+# the embeddings the reference's vectors (embed_golden.json); tool calls and
+# zodResponseFormat replies must be what zod accepts.
 # Needs node and `npm ci --prefix tests/openai_client` first: without them
 # this test FAILS (it does not skip), saying so.
 . tests/lib.sh
@@ -21,7 +22,7 @@ model=$tmp/model
 "$fixture" "$model" $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["checkpoint"])' "$golden") >/dev/null
 cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
 cp tests/data/templates/qwen2.5.jinja "$model/chat_template.jinja"
-$RUN serve "$model" --port 0 -c 128 --api-key k3y 2>"$tmp/log" &
+$RUN serve "$model" --port 0 -c 1024 --api-key k3y 2>"$tmp/log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 port=
@@ -36,7 +37,7 @@ node "$client/test.mjs" "$port" "$want" "$n" tests/data/embed_golden.json >"$tmp
 status=$?
 grep '^FAIL' "$tmp/out"
 check "the openai client's checks: exit 0 (see above)" test "$status" -eq 0
-check "the openai client's checks ran" test "$(grep -c '^ok' "$tmp/out")" -eq 12
+check "the openai client's checks ran" test "$(grep -c '^ok' "$tmp/out")" -eq 18
 [ "$status" -eq 0 ] || cat "$tmp/out"
 kill -TERM $pid
 wait $pid

@@ -488,8 +488,8 @@ check(status == 404 and json_error(b"\r\n\r\n" + body), "GET /v1/models/{another
 status, _, body = server.request("GET", "/props")
 props = json.loads(body)
 check(status == 200 and props["slots"] == 2 and props["context_per_slot"] == 512 and props["model"] == "model"
-      and props["chat_template"] == {"tools": True, "thinking": False},
-      f"GET /props: slots, context, Qwen2.5's template shows tools and has no thinking switch ({props})")
+      and props["chat_template"] == {"tools": True, "thinking": False, "tool_call_syntax": "qwen"},
+      f"GET /props: slots, context, Qwen2.5's template shows tools, writes Qwen's calls, has no thinking switch ({props})")
 usage = []
 for i in range(3):
     status, body = server.post("/v1/completions", {"prompt": golden["gen"][i]["prompt"], "max_tokens": 4 + i})
