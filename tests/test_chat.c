@@ -96,7 +96,7 @@ static void test_template_sources(void) {
     ChatTemplate t;
     size_t len;
     JsonValue none = {.type = JSON_ARRAY};
-    text = chat_template_load_file(&t, dir, other, &e) == 0 ? chat_template_render(&t, &none, false, NULL, &len, &e) : NULL;
+    text = chat_template_load_file(&t, dir, other, &e) == 0 ? chat_template_render(&t, &none, NULL, false, NULL, &len, &e) : NULL;
     CHECK(text && strcmp(text, "other <s> 0") == 0 && strstr(t.source, "other.jinja"),
           "a template file replaces the checkpoint's, with its special tokens (%s)", text ? text : e.msg);
     free(text);
