@@ -252,10 +252,18 @@ check(status == 200 and len(body["data"]) == len(many) and
 check("draining" in server.text() and code == 0, f"and the server drained, exit 0 (got {code})")
 log = server.text()
 # A drain that runs out of time ends the request: a 503, never half-made vectors.
+# 2000 inputs take far longer than the 0.2 s drain, and SIGTERM waits until
+# /metrics shows them running (a fixed sleep let a fast machine finish first).
 server = Server("short", MODEL, "-c", "256", "--parallel", "2", "--max-body", "8000000", "--drain-timeout", "0.2")
+many = [[(i * 7919 + k * 13) % 150000 for k in range(250)] for i in range(2000)]
 thread = threading.Thread(target=call, args=(server.request, "POST", "/v1/embeddings", {"input": many}))
 thread.start()
-time.sleep(0.3)
+deadline = time.time() + 60
+while time.time() < deadline and thread.is_alive():
+    _, data = server.request("GET", "/metrics")
+    if re.search(r"^run_slots_busy [1-9]", data.decode(), re.M):
+        break
+    time.sleep(0.01)
 server.proc.send_signal(signal.SIGTERM)
 thread.join()
 status, data = result["answer"]
