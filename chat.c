@@ -29,7 +29,9 @@ static const JsonValue *template_text(const JsonValue *config) {
     return v && v->type == JSON_STRING ? v : NULL;
 }
 
-int chat_template_load(ChatTemplate *t, const char *model, Error *e) {
+int chat_template_load(ChatTemplate *t, const char *model, Error *e) { return chat_template_load_file(t, model, NULL, e); }
+
+int chat_template_load_file(ChatTemplate *t, const char *model, const char *file, Error *e) {
     *t = (ChatTemplate){0};
     char *config_path = model_path(model, "tokenizer_config.json"), *jinja_path = model_path(model, "chat_template.jinja");
     char *text = NULL;
@@ -44,8 +46,12 @@ int chat_template_load(ChatTemplate *t, const char *model, Error *e) {
         t->unk_token = special_token(&doc.root, "unk_token");
         t->pad_token = special_token(&doc.root, "pad_token");
     }
-    /* A chat_template.jinja beside it comes first, as in transformers. */
-    if (rc == 0 && access(jinja_path, F_OK) == 0) {
+    /* The caller's file replaces the checkpoint's template; else a
+     * chat_template.jinja beside it comes first, as in transformers. */
+    if (rc == 0 && file) {
+        rc = read_file(file, &text, &len, e);
+        t->source = xstrdup(file);
+    } else if (rc == 0 && access(jinja_path, F_OK) == 0) {
         rc = read_file(jinja_path, &text, &len, e);
         t->source = xstrdup(jinja_path);
     } else if (rc == 0 && have_config && template_text(&doc.root)) {
@@ -135,9 +141,10 @@ char *chat_template_render_json(const ChatTemplate *t, const JsonValue *conversa
 
 /* ---- the conversation ---- */
 
-int chat_init(Chat *c, const char *model, Tokenizer *t, const char *system, int thinking, Error *e) {
+int chat_init(Chat *c, const char *model, const char *template_file, Tokenizer *t, const char *system, int thinking,
+              Error *e) {
     *c = (Chat){.tokenizer = t, .thinking = thinking};
-    if (chat_template_load(&c->template, model, e) != 0) return -1;
+    if (chat_template_load_file(&c->template, model, template_file, e) != 0) return -1;
     if (system) chat_add(c, "system", system);
     return 0;
 }

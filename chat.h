@@ -33,6 +33,10 @@ typedef struct {
  * tokenizer_config.json's "chat_template" (a string, or a list of named
  * templates of which "default" is taken). An error when it has none. */
 int chat_template_load(ChatTemplate *t, const char *model, Error *e);
+
+/* The same with the template read from `file` instead (--chat-template-file),
+ * the special tokens still the checkpoint's; `file` NULL is the checkpoint's. */
+int chat_template_load_file(ChatTemplate *t, const char *model, const char *file, Error *e);
 void chat_template_free(ChatTemplate *t);
 
 /* The text of `messages` (a JSON array of {"role", "content", ...}), with
@@ -67,9 +71,11 @@ typedef struct {
     int n_messages, cap;
 } Chat;
 
-/* A conversation with checkpoint MODEL through tokenizer t, beginning with
- * the system message when `system` is not NULL. */
-int chat_init(Chat *c, const char *model, Tokenizer *t, const char *system, int thinking, Error *e);
+/* A conversation with checkpoint MODEL (its chat template, or the one in
+ * template_file when not NULL) through tokenizer t, beginning with the
+ * system message when `system` is not NULL. */
+int chat_init(Chat *c, const char *model, const char *template_file, Tokenizer *t, const char *system, int thinking,
+              Error *e);
 void chat_free(Chat *c);
 
 void chat_add(Chat *c, const char *role, const char *content);

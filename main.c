@@ -39,7 +39,8 @@
 /* ---- reading arguments ---- */
 
 /* The arguments of a subcommand, read one at a time. A flag's value may be
- * the next argument or written into it (--threads=4); "--" ends the flags. */
+ * the next argument or written into it (--threads=4); "--" ends the flags.
+ * The model is the first operand, or -m/--model's value. */
 typedef struct {
     const char *command;       /* the subcommand, for messages */
     int argc;
@@ -47,6 +48,9 @@ typedef struct {
     int i;                     /* the argument being read */
     const char *attached;      /* the value given as --flag=value, or NULL */
     bool flags_done;           /* after "--", everything is an operand */
+    const char *model;         /* -m/--model's value, or NULL */
+    const char **operands;     /* [argc] the arguments that are not flags, in order */
+    int n_operands;
 } Args;
 
 /* A usage error of the subcommand, with the hint that says where help is. */
@@ -111,20 +115,44 @@ static bool is_operand(const Args *a) {
     return a->flags_done || arg[0] != '-' || arg[1] == '\0';
 }
 
-/* Handles "--" and refuses an unknown flag; returns whether the argument is
- * an operand for the caller. */
-static bool operand_or_end(Args *a) {
-    if (!a->flags_done && strcmp(a->argv[a->i], "--") == 0) {
+/* An argument that no flag of the command took: "--" (the end of the
+ * flags), -m/--model, an unknown flag (refused) or an operand, kept. */
+static void other_argument(Args *a) {
+    const char *arg = a->argv[a->i];
+    if (!a->flags_done && strcmp(arg, "--") == 0) {
         a->flags_done = true;
-        return false;
+    } else if (is_flag(a, "-m|--model")) {
+        if (a->model) usage_error(a, "-m: the model is given twice");
+        a->model = flag_value(a);
+    } else if (!is_operand(a)) {
+        usage_error(a, "unknown flag '%s'", arg);
+    } else {
+        a->operands[a->n_operands++] = arg;
     }
-    if (!is_operand(a)) usage_error(a, "unknown flag '%s'", a->argv[a->i]);
-    return true;
 }
+
+/* After the arguments: the model (-m's, else the first operand, which it
+ * takes from the operands). At most `most` operands may be left; `hint`
+ * follows the message about one too many. */
+static const char *command_model(Args *a, int most, const char *hint) {
+    const char *model = a->model;
+    if (!model) {
+        if (a->n_operands == 0) usage_error(a, "MODEL is missing (the first argument, or -m MODEL)");
+        model = a->operands[0];
+        a->operands++;
+        a->n_operands--;
+    }
+    if (a->n_operands > most) usage_error(a, "unexpected argument '%s'%s", a->operands[most], hint);
+    return model;
+}
+
+/* The i-th operand left after the model, or NULL. */
+static const char *operand(const Args *a, int i) { return i < a->n_operands ? a->operands[i] : NULL; }
 
 /* ---- the model flags ---- */
 
 static const char *model_flags_help =
+    "  -m, --model MODEL    the checkpoint, instead of the first argument\n"
     "  -c, --ctx-size N     context length: positions the KV cache holds\n"
     "                       (default: min(max_position_embeddings, 4096))\n"
     "  -t, --threads N      threads (default: one per CPU this process may use)\n"
@@ -436,7 +464,6 @@ static void print_prepared(Model *m, bool no_prepared, size_t bytes) {
 }
 
 static int cmd_info(Args *a) {
-    const char *path = NULL;
     ModelOptions opt = {0};
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
@@ -446,11 +473,9 @@ static int cmd_info(Args *a) {
                    model_flags_help);
             return 0;
         }
-        if (model_flag(a, &opt) || !operand_or_end(a)) continue;
-        if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
-        path = a->argv[a->i];
+        if (!model_flag(a, &opt)) other_argument(a);
     }
-    if (!path) usage_error(a, "MODEL is missing");
+    const char *path = command_model(a, 0, "");
     Model m;
     Tokenizer *tokenizer = open_checkpoint(&m, path, &opt, false, false);  /* no weight is read */
     const Config *c = &m.config;
@@ -507,7 +532,6 @@ static int cmd_info(Args *a) {
 /* ---- prepare ---- */
 
 static int cmd_prepare(Args *a) {
-    const char *path = NULL;
     ModelOptions opt = {0};
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
@@ -521,11 +545,9 @@ static int cmd_prepare(Args *a) {
                    model_flags_help);
             return 0;
         }
-        if (model_flag(a, &opt) || !operand_or_end(a)) continue;
-        if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
-        path = a->argv[a->i];
+        if (!model_flag(a, &opt)) other_argument(a);
     }
-    if (!path) usage_error(a, "MODEL is missing");
+    const char *path = command_model(a, 0, "");
     if (opt.no_prepared) usage_error(a, "--no-prepared: prepare makes the prepared file");
     if (opt.math != MATH_EXACT) usage_error(a, "--math: the prepared file is the same for every --math");
     if (opt.cache_type_k != KV_F32 || opt.cache_type_v != KV_F32)
@@ -603,8 +625,8 @@ static void write_floats(FILE *f, const char *path, const float *v, size_t n) {
 }
 
 static int cmd_fwd(Args *a) {
-    const char *path = NULL, *tokens_arg = NULL, *logits_path = NULL, *report_path = NULL, *operands[2] = {NULL, NULL};
-    int n_operands = 0, verbose = 0;
+    const char *tokens_arg = NULL, *logits_path = NULL, *report_path = NULL;
+    int verbose = 0;
     ModelOptions opt = {0};
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
@@ -633,14 +655,11 @@ static int cmd_fwd(Args *a) {
         else if (is_flag(a, "--report")) report_path = flag_value(a);
         else if (is_flag(a, "-v")) no_value(a), verbose = 1;
         else if (is_flag(a, "-vv")) no_value(a), verbose = 2;
-        else if (!operand_or_end(a)) continue;
-        else if (!path) path = a->argv[a->i];
-        else if (n_operands < 2) operands[n_operands++] = a->argv[a->i];
-        else usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
+        else other_argument(a);
     }
-    if (!path) usage_error(a, "MODEL is missing");
-    if (!tokens_arg && n_operands != 2) usage_error(a, "give TOKEN POS, or --tokens");
-    if (tokens_arg && n_operands) usage_error(a, "give TOKEN POS or --tokens, not both");
+    const char *path = command_model(a, 2, "");
+    if (!tokens_arg && a->n_operands != 2) usage_error(a, "give TOKEN POS, or --tokens");
+    if (tokens_arg && a->n_operands) usage_error(a, "give TOKEN POS or --tokens, not both");
     if (report_path && !tokens_arg) usage_error(a, "--report needs --tokens (a pass from position 0)");
 
     int n, pos = 0, *ids;
@@ -652,8 +671,8 @@ static int cmd_fwd(Args *a) {
         if (n == 0) usage_error(a, "--tokens: no token ids given");
     } else {
         ids = xmalloc(sizeof *ids);
-        ids[0] = (int)parse_long(a, "TOKEN", operands[0], 0, 1 << 30);
-        pos = (int)parse_long(a, "POS", operands[1], 0, 1 << 30);
+        ids[0] = (int)parse_long(a, "TOKEN", operand(a, 0), 0, 1 << 30);
+        pos = (int)parse_long(a, "POS", operand(a, 1), 0, 1 << 30);
         n = 1;
     }
     Model m;
@@ -717,7 +736,6 @@ static double median(double *v, int n) {
 }
 
 static int cmd_bench(Args *a) {
-    const char *path = NULL;
     int n_prompt = 128, n_gen = 64, repeats = 3, depth = 0;
     ModelOptions opt = {0};
     for (a->i = 1; a->i < a->argc; a->i++) {
@@ -732,6 +750,7 @@ static int cmd_bench(Args *a) {
                    "  -r N                 repeats (default 3)\n"
                    "  -d, --depth D        tokens already in the KV cache before each test\n"
                    "                       (default 0), to measure speed at long context\n"
+                   "  -m, --model MODEL    the checkpoint, instead of the first argument\n"
                    "  -c, --ctx-size N     context length (default: depth + the larger of -p and -n)\n"
                    "  -t, --threads N      threads (default: one per CPU this process may use)\n"
                    "  --dtype T, --math M  as for info: bf16, f16, f32, q8 or q4; exact or bf16\n"
@@ -743,11 +762,9 @@ static int cmd_bench(Args *a) {
         else if (is_flag(a, "-n")) n_gen = (int)parse_long(a, "-n", flag_value(a), 0, 1 << 20);
         else if (is_flag(a, "-r")) repeats = (int)parse_long(a, "-r", flag_value(a), 1, 1000);
         else if (is_flag(a, "-d|--depth")) depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
-        else if (!operand_or_end(a)) continue;
-        else if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
-        else path = a->argv[a->i];
+        else other_argument(a);
     }
-    if (!path) usage_error(a, "MODEL is missing");
+    const char *path = command_model(a, 0, "");
     if (n_prompt == 0 && n_gen == 0) usage_error(a, "-p 0 and -n 0: nothing to time");
     if (!opt.context) opt.context = depth + (n_prompt > n_gen ? n_prompt : n_gen);
     Model m;
@@ -818,7 +835,7 @@ static void warn_invalid_utf8(size_t bad) {
 }
 
 static int cmd_tok(Args *a) {
-    const char *model = NULL, *text = NULL, *file = NULL;
+    const char *file = NULL;
     bool pieces = false, plain = false, special = true;
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
@@ -829,25 +846,23 @@ static int cmd_tok(Args *a) {
                    "encodes it: with the special tokens the tokenizer adds (Llama 3's\n"
                    "<|begin_of_text|> first; Qwen's add none). Only MODEL's tokenizer.json is read.\n"
                    "\n"
-                   "  -f, --file FILE  read the text from FILE\n"
-                   "  --pieces         print one line per token instead: the id, a tab, and the\n"
-                   "                   token as tokenizer.json spells it (a space shows as \"\xC4\xA0\",\n"
-                   "                   a newline as \"\xC4\x8A\")\n"
-                   "  --plain          read added tokens such as <|im_end|> in the text as plain text\n"
-                   "  --no-special     add no special tokens (add_special_tokens=False)\n"
-                   "  -h, --help       print this help\n");
+                   "  -m, --model MODEL  the checkpoint, instead of the first argument\n"
+                   "  -f, --file FILE    read the text from FILE\n"
+                   "  --pieces           print one line per token instead: the id, a tab, and the\n"
+                   "                     token as tokenizer.json spells it (a space shows as \"\xC4\xA0\",\n"
+                   "                     a newline as \"\xC4\x8A\")\n"
+                   "  --plain            read added tokens such as <|im_end|> in the text as plain text\n"
+                   "  --no-special       add no special tokens (add_special_tokens=False)\n"
+                   "  -h, --help         print this help\n");
             return 0;
         }
         if (is_flag(a, "-f|--file")) file = flag_value(a);
         else if (is_flag(a, "--pieces")) no_value(a), pieces = true;
         else if (is_flag(a, "--plain")) no_value(a), plain = true;
         else if (is_flag(a, "--no-special")) no_value(a), special = false;
-        else if (!operand_or_end(a)) continue;
-        else if (!model) model = a->argv[a->i];
-        else if (!text) text = a->argv[a->i];
-        else usage_error(a, "too many arguments (quote the text)");
+        else other_argument(a);
     }
-    if (!model) usage_error(a, "MODEL is missing");
+    const char *model = command_model(a, 1, " (quote the text)"), *text = operand(a, 0);
     if (text && file) usage_error(a, "give the text or -f FILE, not both");
 
     char *data;
@@ -882,9 +897,6 @@ static int cmd_tok(Args *a) {
 }
 
 static int cmd_detok(Args *a) {
-    const char *model = NULL;
-    char *list = xstrdup("");
-    bool any = false;
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
             printf("usage: run detok MODEL [ID...]\n"
@@ -895,25 +907,24 @@ static int cmd_detok(Args *a) {
                    "are none (separated by spaces, commas or newlines, as tok prints them).\n"
                    "Only MODEL's tokenizer.json is read.\n"
                    "\n"
-                   "  -h, --help  print this help\n");
-            free(list);
+                   "  -m, --model MODEL  the checkpoint, instead of the first argument\n"
+                   "  -h, --help         print this help\n");
             return 0;
         }
-        if (!operand_or_end(a)) continue;
-        if (!model) {
-            model = a->argv[a->i];
-            continue;
-        }
-        size_t n = strlen(list), add = strlen(a->argv[a->i]);
-        list = xrealloc(list, n + add + 2, 1);
-        snprintf(list + n, add + 2, " %s", a->argv[a->i]);
-        any = true;
+        other_argument(a);
     }
-    if (!model) usage_error(a, "MODEL is missing");
-    if (!any) {
-        free(list);
+    const char *model = command_model(a, a->argc, "");
+    char *list;
+    if (a->n_operands == 0) {
         size_t len;
         list = read_standard_input(&len);
+    } else {
+        /* The ids of every argument, one list. */
+        size_t len = 0;
+        for (int i = 0; i < a->n_operands; i++) len += strlen(a->operands[i]) + 1;
+        char *end = list = xmalloc(len + 1);
+        *end = '\0';
+        for (int i = 0; i < a->n_operands; i++) end += sprintf(end, " %s", a->operands[i]);
     }
     Tokenizer *t = load_tokenizer(model);
     int n, *ids = parse_ids(a, "token ids", list, &n);
@@ -930,6 +941,58 @@ static int cmd_detok(Args *a) {
     return 0;
 }
 
+/* ---- escapes (-e) ---- */
+
+/* The character an escape \c stands for, or -1 when it is none of \n, \r,
+ * \t, \\, \' and \". */
+static int escaped_char(char c) {
+    switch (c) {
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    case '\\': case '\'': case '"': return c;
+    default: return -1;
+    }
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Replaces the escapes in text[0..*len) (those of escaped_char, and \xHH)
+ * by the characters they stand for, in place; any other backslash stays. */
+static void read_escapes(char *text, size_t *len) {
+    size_t out = 0;
+    for (size_t i = 0; i < *len; i++) {
+        int c = i + 1 < *len && text[i] == '\\' ? escaped_char(text[i + 1]) : -1;
+        if (c >= 0) {
+            text[out++] = (char)c;
+            i++;
+        } else if (text[i] == '\\' && i + 3 < *len && text[i + 1] == 'x' && hex_digit(text[i + 2]) >= 0 &&
+                   hex_digit(text[i + 3]) >= 0) {
+            text[out++] = (char)(hex_digit(text[i + 2]) * 16 + hex_digit(text[i + 3]));
+            i += 3;
+        } else {
+            text[out++] = text[i];
+        }
+    }
+    *len = out;
+}
+
+/* A copy of a flag's text, its escapes read when `escapes`; a usage error
+ * when it comes out empty and may not be. */
+static char *flag_text(const Args *a, const char *what, const char *text, bool escapes, bool may_be_empty) {
+    char *copy = xstrdup(text);
+    size_t len = strlen(copy);
+    if (escapes) read_escapes(copy, &len);
+    copy[len] = '\0';
+    if (!may_be_empty && strlen(copy) == 0) usage_error(a, "%s: the text is empty", what);
+    return copy;
+}
+
 /* ---- generation flags ---- */
 
 /* The generation flags as given; NAN or NOT_GIVEN for "not given". */
@@ -938,6 +1001,9 @@ typedef struct {
     double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     long long top_k, seed, max_new;
     bool ignore_eos;           /* --ignore-eos */
+    const char *stops[MAX_STOP_STRINGS]; /* -r/--reverse-prompt and --stop, as given */
+    int n_stops;
+    bool escapes;              /* -e: \n, \t, ... in the prompt, system message and stop strings */
     int verbose;               /* -v: a line per token; -vv: and each layer's statistics */
     const char *report;        /* --report FILE.html, or NULL */
     const char *grammar, *grammar_file, *json_schema, *json_schema_file;  /* constraints, or NULL */
@@ -971,6 +1037,16 @@ static const char *generation_flags_help =
     "  --seed S             seed of the sampler's random numbers; -1: from the clock\n"
     "                       (default -1; the seed used is printed with the statistics)\n"
     "  --ignore-eos         never end at an end token: none is sampled\n";
+
+/* The flags that shape one reply's text (gen and chat; a request to serve
+ * brings its own). */
+static const char *reply_flags_help =
+    "  -r, --reverse-prompt TEXT, --stop TEXT\n"
+    "                       end the text before TEXT, which is not printed\n"
+    "                       (repeatable, up to 4)\n"
+    "  -e, --escape         read \\n, \\r, \\t, \\\\, \\', \\\" and \\xHH in the prompt,\n"
+    "                       the system message and the stop strings as the\n"
+    "                       characters they stand for\n";
 
 /* The flags that look inside a run (gen and chat; serve refuses them). */
 static const char *inside_flags_help =
@@ -1007,6 +1083,19 @@ static bool generation_flag(Args *a, GenerationFlags *f) {
         f->seed = seed;
     } else if (is_flag(a, "-n|--n-predict")) f->max_new = parse_long(a, "-n", flag_value(a), -1, 1 << 30);
     else if (is_flag(a, "--ignore-eos")) no_value(a), f->ignore_eos = true;
+    else return false;
+    return true;
+}
+
+/* Consumes the current argument (and its value) if it is a flag of one
+ * reply's text or of looking inside the run: gen's and chat's, not serve's. */
+static bool reply_flag(Args *a, GenerationFlags *f) {
+    if (is_flag(a, "-r|--reverse-prompt|--stop")) {
+        const char *stop = flag_value(a);
+        if (f->n_stops == MAX_STOP_STRINGS) usage_error(a, "-r/--stop: at most %d stop strings", MAX_STOP_STRINGS);
+        if (!stop[0]) usage_error(a, "-r/--stop: a stop string is empty");
+        f->stops[f->n_stops++] = stop;
+    } else if (is_flag(a, "-e|--escape")) no_value(a), f->escapes = true;
     else if (is_flag(a, "-v")) no_value(a), f->verbose = 1;
     else if (is_flag(a, "-vv")) no_value(a), f->verbose = 2;
     else if (is_flag(a, "--report")) f->report = flag_value(a);
@@ -1040,6 +1129,7 @@ static void check_generation_flags(const Args *a, const GenerationFlags *f) {
     apply_generation_flags(&g, f);
     Error e;
     if (sampler_check_config(&g.sampling, &e) != 0) usage_error(a, "%s", e.msg);
+    for (int i = 0; i < f->n_stops; i++) free(flag_text(a, "-r/--stop", f->stops[i], f->escapes, false));
 }
 
 /* The grammar the flags ask for, compiled, or NULL for none. A bad grammar
@@ -1083,6 +1173,14 @@ static GrammarVocab *constrain(Sequence *seq, Grammar *g, const Tokenizer *t, co
     GrammarVocab *v = grammar_vocab_new(t, m->config.vocab_size, c->eos_ids, c->n_eos);
     sequence_set_grammar(seq, g, v);
     return v;
+}
+
+/* Puts the flags' stop strings (-e read in them) on seq. */
+static void set_stops(const Args *a, Sequence *seq, const GenerationFlags *f) {
+    char *stops[MAX_STOP_STRINGS];
+    for (int i = 0; i < f->n_stops; i++) stops[i] = flag_text(a, "-r/--stop", f->stops[i], f->escapes, false);
+    sequence_set_stops(seq, (const char *const *)stops, f->n_stops);
+    for (int i = 0; i < f->n_stops; i++) free(stops[i]);
 }
 
 /* The checkpoint's generation settings with the flags on top. */
@@ -1297,13 +1395,16 @@ static void print_stats(const Sequence *seq, StopReason stop) {
             seq->prompt_tokens == 1 ? "" : "s", seq->prompt_tokens / fmax(seq->prompt_seconds, 1e-9),
             seq->generated_tokens, seq->generated_tokens == 1 ? "" : "s");
     if (seq->decode_tokens > 0) fprintf(stderr, ", %.1f tok/s", seq->decode_tokens / fmax(seq->decode_seconds, 1e-9));
-    fprintf(stderr, "; stopped by %s; seed %llu\n", stop_reason_text(stop), (unsigned long long)seq->config.sampling.seed);
+    fprintf(stderr, "; stopped by %s", stop_reason_text(stop));
+    /* Greedy decoding draws no random number: no seed to show. */
+    if (seq->config.sampling.temperature > 0) fprintf(stderr, "; seed %llu", (unsigned long long)seq->config.sampling.seed);
+    fputc('\n', stderr);
 }
 
 /* ---- gen ---- */
 
 static int cmd_gen(Args *a) {
-    const char *path = NULL, *prompt = NULL, *file = NULL;
+    const char *prompt = NULL, *file = NULL;
     ModelOptions opt = {0};
     GenerationFlags flags = no_generation_flags;
     for (a->i = 1; a->i < a->argc; a->i++) {
@@ -1319,20 +1420,26 @@ static int cmd_gen(Args *a) {
                    "  -p, --prompt TEXT    the prompt\n"
                    "  -f, --file FILE      read the prompt from FILE\n");
             printf(generation_flags_help, "256");
+            printf("%s", reply_flags_help);
             printf("%s", inside_flags_help);
             printf("%s", model_flags_help);
             return 0;
         }
-        if (model_flag(a, &opt) || generation_flag(a, &flags)) continue;
-        if (is_flag(a, "-p|--prompt")) prompt = flag_value(a);
-        else if (is_flag(a, "-f|--file")) file = flag_value(a);
-        else if (!operand_or_end(a)) continue;
-        else if (!path) path = a->argv[a->i];
-        else if (!prompt) prompt = a->argv[a->i];
-        else usage_error(a, "unexpected argument '%s' (quote the prompt)", a->argv[a->i]);
+        if (model_flag(a, &opt) || generation_flag(a, &flags) || reply_flag(a, &flags)) continue;
+        if (is_flag(a, "-p|--prompt")) {
+            if (prompt) usage_error(a, "-p: a second prompt (give one)");
+            prompt = flag_value(a);
+        } else if (is_flag(a, "-f|--file")) {
+            if (file) usage_error(a, "-f: a second prompt file (give one)");
+            file = flag_value(a);
+        } else {
+            other_argument(a);
+        }
     }
-    if (!path) usage_error(a, "MODEL is missing");
-    if (prompt && file) usage_error(a, "give the prompt or -f FILE, not both");
+    const char *path = command_model(a, 1, " (quote the prompt)");
+    if ((prompt != NULL) + (file != NULL) + (operand(a, 0) != NULL) > 1)
+        usage_error(a, "two prompts given: give one, as PROMPT, -p TEXT, -f FILE or on standard input");
+    if (!prompt) prompt = operand(a, 0);
     check_generation_flags(a, &flags);
     Grammar *grammar = grammar_from_flags(a, &flags);
     size_t len;
@@ -1347,6 +1454,7 @@ static int cmd_gen(Args *a) {
         if (isatty(STDIN_FILENO)) fprintf(stderr, "reading the prompt from standard input (end it with Ctrl-D)\n");
         text = read_standard_input(&len);
     }
+    if (flags.escapes) read_escapes(text, &len);
 
     Model m;
     double t0 = now_seconds();
@@ -1365,6 +1473,7 @@ static int cmd_gen(Args *a) {
 
     Sequence seq;
     sequence_init(&seq, &m, tokenizer, &g, m.max_context);
+    set_stops(a, &seq, &flags);
     GrammarVocab *vocab = constrain(&seq, grammar, tokenizer, &m, &g);
     sequence_start(&seq, ids.ids, (int)ids.n);
     catch_interrupt();
@@ -1430,7 +1539,7 @@ static const char *chat_help =
     "several lines is one message. Ctrl-C stops a reply, or ends at the prompt.\n";
 
 static int cmd_chat(Args *a) {
-    const char *path = NULL, *system = NULL;
+    const char *system = NULL, *template_file = NULL;
     int thinking = -1;
     ModelOptions opt = {0};
     GenerationFlags flags = no_generation_flags;
@@ -1444,25 +1553,30 @@ static int cmd_chat(Args *a) {
                    "only the replies are printed, each followed by a newline. NO_COLOR turns\n"
                    "colours off.\n%s\n"
                    "flags:\n"
-                   "  --system TEXT        the system message (default: the template's own)\n"
+                   "  -sys, --system-prompt, --system TEXT\n"
+                   "                       the system message (default: the template's own)\n"
+                   "  --chat-template-file FILE\n"
+                   "                       the chat template (Jinja) in FILE instead of the\n"
+                   "                       checkpoint's\n"
                    "  --think, --no-think  ask a model that can think aloud (Qwen3) to do so or not\n"
                    "                       (default: the template's default)\n",
                    chat_help);
             printf(generation_flags_help, "-1");
+            printf("%s", reply_flags_help);
             printf("%s", inside_flags_help);
             printf("%s", model_flags_help);
             return 0;
         }
-        if (model_flag(a, &opt) || generation_flag(a, &flags)) continue;
-        if (is_flag(a, "--system")) system = flag_value(a);
+        if (model_flag(a, &opt) || generation_flag(a, &flags) || reply_flag(a, &flags)) continue;
+        if (is_flag(a, "-sys|--system-prompt|--system")) system = flag_value(a);
+        else if (is_flag(a, "--chat-template-file")) template_file = flag_value(a);
         else if (is_flag(a, "--think")) no_value(a), thinking = 1;
         else if (is_flag(a, "--no-think")) no_value(a), thinking = 0;
-        else if (!operand_or_end(a)) continue;
-        else if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
-        else path = a->argv[a->i];
+        else other_argument(a);
     }
-    if (!path) usage_error(a, "MODEL is missing");
+    const char *path = command_model(a, 0, "");
     check_generation_flags(a, &flags);
+    char *system_text = system ? flag_text(a, "--system", system, flags.escapes, true) : NULL;
     Grammar *grammar = grammar_from_flags(a, &flags);
 
     Model m;
@@ -1472,9 +1586,11 @@ static int cmd_chat(Args *a) {
     GenerationConfig g = generation_settings(path, &m.config, &flags, -1);
     Error e;
     Chat chat;
-    if (chat_init(&chat, path, tokenizer, system, thinking, &e) != 0) die("%s", e.msg);
+    if (chat_init(&chat, path, template_file, tokenizer, system_text, thinking, &e) != 0) die("%s", e.msg);
+    free(system_text);
     Sequence seq;
     sequence_init(&seq, &m, tokenizer, &g, m.max_context);
+    set_stops(a, &seq, &flags);
     GrammarVocab *vocab = constrain(&seq, grammar, tokenizer, &m, &g);
 
     bool interactive = isatty(STDIN_FILENO), colour = interactive && use_colour();
@@ -1492,7 +1608,7 @@ static int cmd_chat(Args *a) {
     }
     if (interactive)
         fprintf(stderr, "chatting with %s (context %d tokens). /help lists the commands.\n", path, m.max_context);
-    else
+    else if (g.sampling.temperature > 0)
         fprintf(stderr, "seed %llu\n", (unsigned long long)g.sampling.seed);
     /* Standard input unbuffered: every byte getline takes is read when it
      * asks, so that wait_for_input sees what is still to come. */
@@ -1576,12 +1692,12 @@ static void show_window(void *ctx, int index, int n_windows, int begin, int end,
 }
 
 static int cmd_ppl(Args *a) {
-    const char *path = NULL, *file = NULL;
+    const char *file = NULL;
     int stride = 0;
     ModelOptions opt = {0};
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
-            printf("usage: run ppl MODEL FILE [flags]\n\n"
+            printf("usage: run ppl MODEL FILE [flags]   (or: run ppl MODEL -f FILE)\n\n"
                    "Prints the perplexity of the text in FILE ('-': standard input): exp of the\n"
                    "mean negative log-likelihood of its tokens, with its standard error, as\n"
                    "transformers' perplexity guide computes it. Windows of -c tokens (the\n"
@@ -1591,6 +1707,7 @@ static int cmd_ppl(Args *a) {
                    "  perplexity: P +/- E (N tokens scored, W windows of C tokens, stride S, DTYPE\n"
                    "  weights[, KV cache K/V when -ctk or -ctv is not f32])\n\n"
                    "flags:\n"
+                   "  -f, --file FILE      the text (instead of the argument FILE)\n"
                    "  --stride S           tokens between the starts of windows (default: half\n"
                    "                       the window)\n"
                    "%s",
@@ -1599,13 +1716,17 @@ static int cmd_ppl(Args *a) {
         }
         if (model_flag(a, &opt)) continue;
         if (is_flag(a, "--stride")) stride = (int)parse_long(a, "--stride", flag_value(a), 1, 1 << 24);
-        else if (!operand_or_end(a)) continue;
-        else if (!path) path = a->argv[a->i];
-        else if (!file) file = a->argv[a->i];
-        else usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
+        else if (is_flag(a, "-f|--file")) {
+            if (file) usage_error(a, "-f: a second file (give one)");
+            file = flag_value(a);
+        } else {
+            other_argument(a);
+        }
     }
-    if (!path) usage_error(a, "MODEL is missing");
-    if (!file) usage_error(a, "FILE is missing");
+    const char *path = command_model(a, 1, "");
+    if (file && operand(a, 0)) usage_error(a, "two files given: give FILE or -f FILE");
+    if (!file) file = operand(a, 0);
+    if (!file) usage_error(a, "FILE is missing (the text to score: FILE, -f FILE, or '-' for standard input)");
     if (opt.context && opt.context < 2) usage_error(a, "-c: a window needs at least 2 tokens");
     if (opt.context && stride > opt.context) usage_error(a, "--stride %d is longer than the window of %d tokens", stride, opt.context);
     char *text;
@@ -1650,9 +1771,6 @@ static int cmd_ppl(Args *a) {
 /* The vectors of the texts (or token ids) given: the engine runs them in
  * waves of up to 8 at once, each wave's prompts sharing forward passes. */
 static int cmd_embed(Args *a) {
-    const char *path = NULL;
-    const char **texts = xcalloc((size_t)a->argc, sizeof *texts);
-    int n = 0;
     bool json = false, as_ids = false;
     ModelOptions opt = {0};
     for (a->i = 1; a->i < a->argc; a->i++) {
@@ -1671,17 +1789,16 @@ static int cmd_embed(Args *a) {
                    "  --ids                each TEXT is token ids (\"9707,11,1879\"), not text\n"
                    "%s",
                    model_flags_help);
-            free(texts);
             return 0;
         }
         if (model_flag(a, &opt)) continue;
         if (is_flag(a, "--json")) no_value(a), json = true;
         else if (is_flag(a, "--ids")) no_value(a), as_ids = true;
-        else if (!operand_or_end(a)) continue;
-        else if (!path) path = a->argv[a->i];
-        else texts[n++] = a->argv[a->i];
+        else other_argument(a);
     }
-    if (!path) usage_error(a, "MODEL is missing");
+    const char *path = command_model(a, a->argc, "");
+    const char **texts = a->operands;
+    int n = a->n_operands;
     if (n == 0) usage_error(a, "TEXT is missing");
     Error e;
     Pooling pooling;
@@ -1727,7 +1844,6 @@ static int cmd_embed(Args *a) {
     for (int i = 0; i < n; i++) token_ids_free(&inputs[i]);
     free(inputs);
     free(vectors);
-    free(texts);
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;
@@ -1736,7 +1852,7 @@ static int cmd_embed(Args *a) {
 /* ---- template ---- */
 
 static int cmd_template(Args *a) {
-    const char *model = NULL, *file = NULL;
+    const char *file = NULL, *template_file = NULL;
     int generation_prompt = -1, thinking = -1;
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
@@ -1751,21 +1867,24 @@ static int cmd_template(Args *a) {
                    "  -f, --file FILE      read the conversation from FILE ('-': standard input)\n"
                    "  --generation-prompt  end with the start of the assistant's reply\n"
                    "                       (add_generation_prompt=True)\n"
-                   "  --think, --no-think  enable_thinking true or false\n");
+                   "  --think, --no-think  enable_thinking true or false\n"
+                   "  --chat-template-file FILE\n"
+                   "                       the chat template (Jinja) in FILE instead of the\n"
+                   "                       checkpoint's\n"
+                   "  -m, --model MODEL    the checkpoint, instead of the first argument\n");
             return 0;
         }
         if (is_flag(a, "-f|--file")) file = flag_value(a);
+        else if (is_flag(a, "--chat-template-file")) template_file = flag_value(a);
         else if (is_flag(a, "--generation-prompt")) no_value(a), generation_prompt = 1;
         else if (is_flag(a, "--think")) no_value(a), thinking = 1;
         else if (is_flag(a, "--no-think")) no_value(a), thinking = 0;
-        else if (!operand_or_end(a)) continue;
-        else if (!model) model = a->argv[a->i];
-        else usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
+        else other_argument(a);
     }
-    if (!model) usage_error(a, "MODEL is missing");
+    const char *model = command_model(a, 0, "");
     Error e;
     ChatTemplate t;
-    if (chat_template_load(&t, model, &e) != 0) die("%s", e.msg);
+    if (chat_template_load_file(&t, model, template_file, &e) != 0) die("%s", e.msg);
     size_t len;
     char *json;
     if (file && strcmp(file, "-") != 0) {
@@ -1803,7 +1922,7 @@ static char *model_name(const char *path) {
 }
 
 static int cmd_serve(Args *a) {
-    const char *path = NULL;
+    const char *template_file = NULL;
     ModelOptions opt = {0};
     GenerationFlags flags = no_generation_flags;
     enum { MAX_CORS = 16 };
@@ -1844,12 +1963,21 @@ static int cmd_serve(Args *a) {
                    "                       a second signal ends them at once\n"
                    "  --log-format F       the access log on standard error: text (default) or\n"
                    "                       json (one object per line)\n"
+                   "  --chat-template-file FILE\n"
+                   "                       the chat template (Jinja) in FILE instead of the\n"
+                   "                       checkpoint's\n"
                    "The generation flags are the defaults of requests that do not set them:\n");
             printf(generation_flags_help, "-1");
             printf("%s", model_flags_help);
             return 0;
         }
         if (model_flag(a, &opt) || generation_flag(a, &flags)) continue;
+        /* gen's and chat's own flags: a request brings its own stop strings
+         * and response_format, and the log has a line per request. */
+        const char *arg = a->argv[a->i];
+        if (reply_flag(a, &flags))
+            usage_error(a, "%.*s is not available with serve: it is for gen and chat (a request sets its own \"stop\" "
+                        "and \"response_format\"; the log has a line per request)", (int)strcspn(arg, "="), arg);
         if (is_flag(a, "--host")) so.host = flag_value(a);
         else if (is_flag(a, "--port")) so.port = (int)parse_long(a, "--port", flag_value(a), 0, 65535);
         else if (is_flag(a, "--parallel|-np")) so.parallel = (int)parse_long(a, "--parallel", flag_value(a), 1, 256);
@@ -1871,13 +1999,13 @@ static int cmd_serve(Args *a) {
         else if (is_flag(a, "--timeout")) {
             so.timeout = parse_double(a, "--timeout", flag_value(a));
             if (so.timeout < 0.01 || so.timeout > 86400) usage_error(a, "--timeout: expected seconds in [0.01, 86400]");
-        } else if (!operand_or_end(a)) continue;
-        else if (path) usage_error(a, "unexpected argument '%s'", a->argv[a->i]);
-        else path = a->argv[a->i];
+        } else if (is_flag(a, "--chat-template-file")) {
+            template_file = flag_value(a);
+        } else {
+            other_argument(a);
+        }
     }
-    if (!path) usage_error(a, "MODEL is missing");
-    if (flags.verbose) usage_error(a, "-v is not available with serve: each request's log line is on standard error");
-    if (flags.report) usage_error(a, "--report is not available with serve");
+    const char *path = command_model(a, 0, "");
     check_generation_flags(a, &flags);
     Model m;
     Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
@@ -1886,7 +2014,8 @@ static int cmd_serve(Args *a) {
     if (so.api_key && so.api_key[0] == '\0') die("--api-key: the key is empty");
     Error e;
     ChatTemplate template;
-    bool has_template = chat_template_load(&template, path, &e) == 0;
+    bool has_template = chat_template_load_file(&template, path, template_file, &e) == 0;
+    if (!has_template && template_file) die("%s", e.msg);
     if (!has_template) warn("%s; /v1/chat/completions answers 400", e.msg);
     char *name = model_name(path);
     so.model_name = name;
@@ -1937,7 +2066,8 @@ static void usage(FILE *out) {
           out);
     for (const Command *c = commands; c->name; c++) fprintf(out, "  %-8s %s\n", c->name, c->summary);
     fputs("\n"
-          "MODEL is a checkpoint folder, or a .safetensors file whose folder holds the rest.\n"
+          "MODEL is a checkpoint folder, or a .safetensors file whose folder holds the rest;\n"
+          "it is the first argument, or -m/--model MODEL anywhere.\n"
           "'run COMMAND --help' (or 'run help COMMAND') lists a command's flags and their\n"
           "defaults. Exit status: 0 success, 1 runtime error, 2 usage error.\n",
           out);
@@ -1964,11 +2094,15 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "help") == 0) {
         char *help_argv[] = {argv[2], "--help", NULL};
-        Args a = {.command = argv[2], .argc = 2, .argv = help_argv};
+        const char *operands[2];
+        Args a = {.command = argv[2], .argc = 2, .argv = help_argv, .operands = operands};
         return find_command(argv[2])->run(&a);
     }
     Error e;
     if (kernels_use(getenv("RUN_KERNELS"), &e) != 0) die("RUN_KERNELS: %s", e.msg);
-    Args a = {.command = argv[1], .argc = argc - 1, .argv = argv + 1};
-    return find_command(argv[1])->run(&a);
+    const char **operands = xmalloc((size_t)argc * sizeof *operands);
+    Args a = {.command = argv[1], .argc = argc - 1, .argv = argv + 1, .operands = operands};
+    int status = find_command(argv[1])->run(&a);
+    free(operands);
+    return status;
 }

@@ -76,7 +76,18 @@ fi
 # our own, so that it never shows on a command line (other users can read
 # those with ps).
 tmp=$(mktemp -d) || die "cannot create a temporary folder"
-trap 'rm -rf "$tmp"' EXIT
+# The folders this run creates for DIR (DIR and any missing parents), removed
+# again on the way out while they are empty: a download that fails before
+# its first byte (no network) leaves nothing behind.
+# (One folder a line, the deepest first.)
+made=
+cleanup() {
+    rm -rf "$tmp"
+    IFS='
+'
+    for d in $made; do rmdir "$d" 2>/dev/null || break; done
+}
+trap cleanup EXIT
 trap 'say "interrupted; run the same command again to resume"; exit 130' INT
 trap 'exit 143' TERM
 if [ -n "$HF_TOKEN" ]; then
@@ -317,6 +328,12 @@ fetch() {
 
 # ---- the plan: which files, how big ----
 
+d=$dir
+while [ ! -d "$d" ] && [ "$d" != . ] && [ "$d" != / ]; do
+    made="$made
+$d"
+    d=$(dirname "$d")
+done
 mkdir -p "$dir" || die "cannot create $dir"
 say "$repo from $endpoint into $dir (with $tool)"
 

@@ -86,6 +86,26 @@ static void test_template_sources(void) {
     free(text);
     remove_file("chat_template.jinja");
 
+    /* --chat-template-file: the given file before both, the special tokens
+     * still tokenizer_config.json's; a missing one named. */
+    write_file("chat_template.jinja", "from the file");
+    char other[700];
+    snprintf(other, sizeof other, "%.600s/other.jinja", dir);
+    write_file("other.jinja", "other {{ bos_token }} {{ messages | length }}");
+    write_file("tokenizer_config.json", "{\"bos_token\": \"<s>\", \"chat_template\": \"config\"}");
+    ChatTemplate t;
+    size_t len;
+    JsonValue none = {.type = JSON_ARRAY};
+    text = chat_template_load_file(&t, dir, other, &e) == 0 ? chat_template_render(&t, &none, NULL, false, NULL, &len, &e) : NULL;
+    CHECK(text && strcmp(text, "other <s> 0") == 0 && strstr(t.source, "other.jinja"),
+          "a template file replaces the checkpoint's, with its special tokens (%s)", text ? text : e.msg);
+    free(text);
+    chat_template_free(&t);
+    snprintf(other, sizeof other, "%.600s/missing.jinja", dir);
+    CHECK(chat_template_load_file(&t, dir, other, &e) != 0 && strstr(e.msg, "missing.jinja"), "a missing template file (%s)", e.msg);
+    remove_file("chat_template.jinja");
+    remove_file("other.jinja");
+
     /* Errors name the file. */
     write_file("tokenizer_config.json", "{\"chat_template\": \"{% for %}\"}");
     text = render("[]", -1, -1, &e);
@@ -122,7 +142,7 @@ static void test_conversation(Tokenizer *t) {
     write_file("chat_template.jinja", chatml);
     Chat c;
     Error e;
-    CHECK(chat_init(&c, dir, t, "Be brief.", -1, &e) == 0, "chat_init");
+    CHECK(chat_init(&c, dir, NULL, t, "Be brief.", -1, &e) == 0, "chat_init");
     chat_add(&c, "user", "one");
     expect_prompt(&c, t, 4096,
                   "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\none<|im_end|>\n<|im_start|>assistant\n", 0,

@@ -88,7 +88,7 @@ def gen_case(c, p, n, prompt, stdin_prompt=False, want_ids=None, ignore_eos=True
     if p > c:
         return refused(rc, err, what, c)
     want, why = expected(p, c, n)
-    stats = re.search(r"^prompt: (\d+) tokens?, .*; generated: (\d+) tokens?(, [^;]*)?; stopped by ([^;]+); ", err, re.M)
+    stats = re.search(r"^prompt: (\d+) tokens?, .*; generated: (\d+) tokens?(, [^;]*)?; stopped by ([^;\n]+)$", err, re.M)
     check(rc == 0 and stats is not None, f"{what}: exit 0 and the statistics (exit {rc}): {err[-500:]!r}")
     if not stats:
         return

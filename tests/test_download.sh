@@ -217,6 +217,12 @@ check "full disk (write error): status 1, says so" refused 1 "cannot write .*mod
 saved=$endpoint
 endpoint=http://127.0.0.1:$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 check "no server: status 1, names the endpoint" refused 1 "cannot connect to $endpoint" test/tiny "$out/down"
+check "no server: no empty folder left behind" test ! -e "$out/down"
+check "no server: nor the missing parents made for it" refused 1 "cannot connect" test/tiny "$out/new/models/x"
+check "no server: ... all gone" test ! -e "$out/new"
+mkdir "$out/kept"
+check "no server: a folder that was there stays" refused 1 "cannot connect" test/tiny "$out/kept"
+check "no server: ... there" test -d "$out/kept"
 endpoint=$saved
 
 # ---- the wget path: a PATH with wget and without curl ----

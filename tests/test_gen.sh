@@ -27,7 +27,8 @@ for i in 0 1 2 3 4; do
     check "gen prompt $i: the prompt's ids" test "$($RUN tok "$model" -f "$tmp/prompt")" = "$(field gen $i prompt_ids)"
 done
 n_prompt=$(field gen 4 prompt_ids | wc -w)
-check "gen: statistics on stderr" grep -q "^prompt: $n_prompt tokens, .* tok/s; generated: $n tokens, .* tok/s; stopped by the length limit; seed " "$tmp/err"
+check "gen: statistics on stderr (greedy: no seed)" \
+    grep -q "^prompt: $n_prompt tokens, .* tok/s; generated: $n tokens, .* tok/s; stopped by the length limit$" "$tmp/err"
 field gen 1 stdout >"$tmp/want"
 $RUN gen "$model" "$(field gen 1 prompt)" --temp 0 -n "$n" >"$tmp/got" 2>/dev/null
 check "gen: the prompt as an argument" cmp -s "$tmp/got" "$tmp/want"
@@ -50,6 +51,7 @@ $RUN gen "$model" "Hello" -n 12 --temp 0.9 --top-k 40 --seed 8 >"$tmp/c" 2>/dev/
 check "gen --seed: the same text again (and with -t 1)" cmp -s "$tmp/a" "$tmp/b"
 check "gen --seed: another seed, another text" sh -c "! cmp -s '$tmp/a' '$tmp/c'"
 check "gen -n 3: at most 3 tokens" sh -c "$RUN gen '$model' Hello -n 3 2>&1 >/dev/null | grep -q 'generated: 3 tokens'"
+check "gen --seed 7: the seed in the statistics" sh -c "$RUN gen '$model' Hello -n 1 --temp 0.9 --seed 7 2>&1 >/dev/null | grep -q '; seed 7$'"
 
 # ---- gen: errors ----
 $RUN gen "$model" "one two three four five six" -c 4 >/dev/null 2>"$tmp/err"
@@ -79,7 +81,9 @@ field chat stdout >"$tmp/want"
 $RUN chat "$model" --temp 0 --seed 0 -n "$(field chat_tokens)" <"$tmp/messages" >"$tmp/got" 2>"$tmp/err"
 check "chat: exit 0 at the end of input" test $? -eq 0
 check "chat: two replies as the reference, each ending in a newline" cmp -s "$tmp/got" "$tmp/want"
-check "chat: only the seed on stderr when piped" test "$(cat "$tmp/err")" = "seed 0"
+check "chat: nothing on stderr when piped and greedy (no seed to show)" test ! -s "$tmp/err"
+printf 'hi\n' | $RUN chat "$model" --temp 0.8 --seed 5 -n 2 >/dev/null 2>"$tmp/err"
+check "chat: the seed on stderr when piped and sampling" test "$(cat "$tmp/err")" = "seed 5"
 
 # template: the text transformers renders (jinja2), and tokens that are the
 # ones chat feeds for the same conversation (the reference's ids above).
@@ -123,5 +127,139 @@ check "chat: a message longer than the context is refused, saying what to do, ch
     grep -q "longer than the context of 64 positions: shorten it, or start chat again with a larger -c" "$tmp/err"
 printf '' | $RUN chat "$model" >"$tmp/got" 2>/dev/null
 check "chat: empty input ends at once" test ! -s "$tmp/got"
+
+# ---- the flags llama.cpp users reach for ----
+field gen 0 prompt >"$tmp/prompt0"
+field gen 0 stdout >"$tmp/want0"
+field gen 1 prompt >"$tmp/prompt1"
+field gen 1 stdout >"$tmp/want1"
+
+# -m/--model: the model anywhere, in every command.
+$RUN gen -m "$model" "$(field gen 1 prompt)" --temp 0 -n "$n" >"$tmp/got" 2>/dev/null
+check "gen -m MODEL PROMPT: the reference's continuation" cmp -s "$tmp/got" "$tmp/want1"
+$RUN gen "$(field gen 1 prompt)" --temp 0 -n "$n" --model="$model" >"$tmp/got" 2>/dev/null
+check "gen PROMPT --model=MODEL: the same" cmp -s "$tmp/got" "$tmp/want1"
+check "info -m: exit 0" status 0 $RUN info -m "$model"
+check "info -m: the model" grep -q "^model: $model$" "$tmp/out"
+check "tok -m: the reference's ids" test "$($RUN tok -f "$tmp/prompt1" -m "$model")" = "$(field gen 1 prompt_ids)"
+# shellcheck disable=SC2046 # the ids are separate arguments
+$RUN detok -m "$model" $(field gen 1 prompt_ids) >"$tmp/got"
+check "detok -m: the prompt back" cmp -s "$tmp/got" "$tmp/prompt1"
+$RUN fwd --model "$model" --tokens "$(field gen 1 prompt_ids)" -c 64 >"$tmp/got" 2>/dev/null
+check "fwd --model: the reference's next token first" grep -q "^  1\. id $(field gen 1 reply_ids | cut -d' ' -f1) " "$tmp/got"
+$RUN ppl "$model" tests/data/ppl_text.txt -c 16 >"$tmp/a" 2>/dev/null
+$RUN ppl -m "$model" -c 16 -f tests/data/ppl_text.txt >"$tmp/b" 2>/dev/null
+check "ppl -m MODEL -f FILE: as ppl MODEL FILE" sh -c "grep -q '^perplexity: ' '$tmp/a' && cmp -s '$tmp/a' '$tmp/b'"
+check "ppl: FILE and -f FILE: refused" status 2 $RUN ppl "$model" tests/data/ppl_text.txt -f tests/data/ppl_text.txt
+check "ppl: ... one line" one_error "two files given"
+check "bench -m: exit 0" status 0 $RUN bench -m "$model" -p 4 -n 2 -r 1
+check "bench -m: the tg line" grep -q "^tg2: " "$tmp/out"
+check "prepare -m: exit 0" status 0 $RUN prepare -m "$model"
+check "-m twice: refused" status 2 $RUN info -m "$model" -m "$model"
+check "-m twice: one line" one_error "the model is given twice"
+check "no model: refused" status 2 $RUN gen --temp 0
+check "no model: says how to give it" one_error "MODEL is missing (the first argument, or -m MODEL)"
+check "gen MODEL PROMPT -p TEXT: refused" status 2 $RUN gen "$model" "Hi" -p "there"
+check "gen MODEL PROMPT -p TEXT: one line" one_error "two prompts given: give one"
+check "gen -p twice: refused" status 2 $RUN gen "$model" -p "Hi" -p "there"
+
+# -e: the escapes of the prompt read as the characters they stand for.
+field gen 3 stdout >"$tmp/want3"
+escaped=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["gen"][3]["prompt"].replace("\\", "\\\\").replace("\n", "\\n").replace("\"", "\\\""))' "$golden")
+$RUN gen "$model" -e "$escaped" --temp 0 -n "$n" >"$tmp/got" 2>/dev/null
+check "gen -e: a prompt of \\n and \\\" as the reference's" cmp -s "$tmp/got" "$tmp/want3"
+$RUN gen "$model" --escape 'Hello\x20world' --temp 0 -n "$n" >"$tmp/got" 2>/dev/null
+check "gen -e: \\x20 is a space" cmp -s "$tmp/got" "$tmp/want0"
+$RUN gen "$model" 'Hello\x20world' --temp 0 -n "$n" >"$tmp/got" 2>/dev/null
+check "gen without -e: \\x20 is four characters" sh -c "! cmp -s '$tmp/got' '$tmp/want0'"
+
+# -r/--reverse-prompt and --stop (repeatable): the text ends before the
+# first place one of them appears; a piece from the middle of the reply.
+python3 -c 'import json, sys
+t = json.load(open(sys.argv[1]))["gen"][int(sys.argv[2])]["stdout"][:-1]
+for start in range(len(t) // 2, len(t)):
+    stop = t[start:start + 3]
+    if t.find(stop) == start and stop.strip():
+        break
+open(sys.argv[3], "w").write(stop)
+open(sys.argv[4], "w").write(t[:start] + "\n")' "$golden" 1 "$tmp/stop1" "$tmp/cut1"
+$RUN gen "$model" "$(field gen 1 prompt)" --temp 0 -n "$n" -r "never appears" --stop "$(cat "$tmp/stop1")" >"$tmp/got" 2>"$tmp/err"
+check "gen -r/--stop: the text before the stop string" cmp -s "$tmp/got" "$tmp/cut1"
+check "gen -r/--stop: stopped by it" grep -q "stopped by a stop string" "$tmp/err"
+$RUN gen "$model" "$(field gen 1 prompt)" --temp 0 -n "$n" --reverse-prompt "$(cat "$tmp/stop1")" >"$tmp/got" 2>/dev/null
+check "gen --reverse-prompt: the same" cmp -s "$tmp/got" "$tmp/cut1"
+check "gen: five stop strings: refused" status 2 $RUN gen "$model" hi -r a -r b -r c -r d -r e
+check "gen: an empty stop string: refused" status 2 $RUN gen "$model" hi --stop ""
+check "gen -e: a stop string made empty: refused" status 2 $RUN gen "$model" hi -e --stop '\x00'
+
+# --ignore-eos: the end token the continuation reaches is never sampled.
+field eos stdout >"$tmp/want"
+$RUN gen "$eos_model" "$(field gen 0 prompt)" --temp 0 -n "$n" --ignore-eos >"$tmp/got" 2>"$tmp/err"
+check "gen --ignore-eos: past the end token, to the length limit" grep -q "generated: $n tokens.*stopped by the length limit" "$tmp/err"
+check "gen --ignore-eos: the text before it as without the flag" \
+    test "$(head -c "$(($(wc -c <"$tmp/want") - 1))" "$tmp/got")" = "$(cat "$tmp/want")"
+
+# -sys/--system-prompt: the system message the template writes first (the
+# first token's position is the length of that prompt, as template and tok
+# count it).
+printf '[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]' |
+    $RUN template "$model" --generation-prompt >"$tmp/rendered"
+p=$($RUN tok "$model" --no-special -f "$tmp/rendered" | wc -w)
+for flag in -sys --system-prompt --system; do
+    printf 'hi\n' | $RUN chat "$model" $flag "Be brief." --temp 0 -n 1 -v >/dev/null 2>"$tmp/err"
+    check "chat $flag: the system message in the prompt ($p tokens)" grep -q "^pos  *$p  *token " "$tmp/err"
+done
+printf 'hi\n' | $RUN chat "$model" -e -sys 'Be\x20brief.' --temp 0 -n 1 -v >/dev/null 2>"$tmp/err"
+check "chat -e -sys: the escapes read" grep -q "^pos  *$p  *token " "$tmp/err"
+
+# --chat-template-file: a template that writes the messages' text alone
+# makes chat's prompt gen's, so the reply is the reference's continuation.
+printf '{%% for m in messages %%}{{ m.content }}{%% endfor %%}' >"$tmp/plain.jinja"
+field gen 0 prompt | $RUN chat "$model" --chat-template-file "$tmp/plain.jinja" --temp 0 -n "$n" >"$tmp/got" 2>"$tmp/err"
+check "chat --chat-template-file: the reply to the template's text" cmp -s "$tmp/got" "$tmp/want0"
+printf '[{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]' |
+    $RUN template -m "$model" --chat-template-file "$tmp/plain.jinja" >"$tmp/got"
+check "template --chat-template-file: the file's text" test "$(cat "$tmp/got")" = "onetwo"
+check "chat --chat-template-file missing: exit 1" status 1 $RUN chat "$model" --chat-template-file "$tmp/none.jinja"
+check "chat --chat-template-file missing: named" one_error "none.jinja"
+# chat's stop strings, with the same template.
+python3 -c 'import json, sys
+t = json.load(open(sys.argv[1]))["gen"][0]["stdout"][:-1]
+for start in range(len(t) // 2, len(t)):
+    stop = t[start:start + 2]
+    if t.find(stop) == start and stop.strip():
+        break
+open(sys.argv[2], "w").write(stop)
+open(sys.argv[3], "w").write(t[:start] + "\n")' "$golden" "$tmp/stop0" "$tmp/cut0"
+field gen 0 prompt | $RUN chat "$model" --chat-template-file "$tmp/plain.jinja" --temp 0 -n "$n" \
+    --stop "$(cat "$tmp/stop0")" >"$tmp/got" 2>/dev/null
+check "chat --stop: the reply before the stop string" cmp -s "$tmp/got" "$tmp/cut0"
+
+# serve: -m, --chat-template-file, one slot said as such; its help lists
+# only what it honours, and gen's and chat's own flags are refused.
+$RUN serve -m "$model" --port 0 --parallel 1 -c 64 --chat-template-file "$tmp/plain.jinja" 2>"$tmp/serve.log" &
+server=$!
+for _ in $(seq 300); do grep -q "listening on" "$tmp/serve.log" && break; sleep 0.1; done
+check "serve --parallel 1: '1 slot'" grep -q "(1 slot of 64 tokens)" "$tmp/serve.log"
+port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$tmp/serve.log")
+python3 -c 'import json, sys, urllib.request
+body = json.dumps({"messages": [{"role": "user", "content": sys.argv[2]}], "max_tokens": int(sys.argv[3]), "temperature": 0})
+r = urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:" + sys.argv[1] + "/v1/chat/completions", body.encode(),
+                                                  {"Content-Type": "application/json"}), timeout=60)
+sys.stdout.write(json.load(r)["choices"][0]["message"]["content"] + "\n")' "$port" "$(field gen 0 prompt)" "$n" >"$tmp/got" 2>&1
+check "serve -m --chat-template-file: the reply to the template's text" cmp -s "$tmp/got" "$tmp/want0"
+kill "$server"
+wait "$server"
+check "serve: stopped cleanly, no sanitizer report" sh -c "! grep -q 'Sanitizer\|runtime error' '$tmp/serve.log'"
+$RUN serve --help >"$tmp/help"
+for flag in -v -vv --report --grammar -j -r --stop -e; do
+    check "serve --help does not list $flag" sh -c "! grep -qe '^  $flag[ ,]' '$tmp/help'"
+    check "serve $flag: refused" status 2 $RUN serve "$model" "$flag" x
+    check "serve $flag: says it is for gen and chat" one_error "is not available with serve: it is for gen and chat"
+done
+for flag in --ignore-eos --chat-template-file -m --temp; do
+    check "serve --help lists $flag" grep -qe "^  $flag[ ,]" "$tmp/help"
+done
 
 summary test_gen
