@@ -2,9 +2,12 @@
  *
  * Requests: the body of POST /v1/chat/completions or /v1/completions,
  * untrusted, checked field by field and turned into generation settings on
- * top of the server's defaults; a bad field is an error message (the
+ * top of the server's defaults, the messages and tools the chat template
+ * sees, and what the reply must follow (response_format, tool_choice); a
+ * bad field, or one this server does not read, is an error message (the
  * server's 400). Responses: the objects and server-sent-event chunks that
- * the OpenAI API reference describes, written into a growable buffer.
+ * the OpenAI API reference describes (a chat's reasoning, content and tool
+ * calls as reply.h reads them), written into a growable buffer.
  * POST /v1/embeddings has its own request and response at the end. */
 #ifndef API_H
 #define API_H

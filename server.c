@@ -1,6 +1,7 @@
 /* server.c - sockets, connections, routes and the OpenAI bytes of each
  * reply (and of each embeddings request's vectors); the model runs in the
- * engine (engine.c). GET / sends the chat page (chat_page.h). */
+ * engine (engine.c), under the grammar tools.c makes of a request, and a
+ * chat's text is read by reply.c. GET / sends the chat page (chat_page.h). */
 #include "server.h"
 
 #include <arpa/inet.h>

@@ -256,7 +256,7 @@ static void test_chat_output(void) {
     /* Every chunk is JSON; the deltas add up to the message. */
     Buf reasoning = {0}, arguments = {0};
     int chunks = 0, named = 0;
-    const char *finish = NULL;
+    char finish[16] = "";
     for (char *line = stream.data; line && (line = strstr(line, "data: ")); line += 6) {
         if (strncmp(line, "data: [DONE]", 12) == 0) break;
         char *end = strstr(line, "\n\n");
@@ -277,12 +277,13 @@ static void test_chat_output(void) {
                                             strcmp(json_get(c, "type")->string, "function") == 0;
             buf_add(&arguments, json_get(f, "arguments")->string, json_get(f, "arguments")->len);
         }
-        if (json_get(choice, "finish_reason")->type == JSON_STRING) finish = json_get(choice, "finish_reason")->string;
+        if (json_get(choice, "finish_reason")->type == JSON_STRING)
+            snprintf(finish, sizeof finish, "%s", json_get(choice, "finish_reason")->string);
         CHECK(!json_get(delta, "content") || json_get(delta, "content")->len == 0, "no content in this reply's deltas");
         json_free(&doc);
     }
     CHECK(chunks >= 4 && named == 1 && reasoning.data && strcmp(reasoning.data, "Hm.") == 0 && arguments.data &&
-              strcmp(arguments.data, "{\"a\": \"\\\"q\"}") == 0 && finish && strcmp(finish, "tool_calls") == 0,
+              strcmp(arguments.data, "{\"a\": \"\\\"q\"}") == 0 && strcmp(finish, "tool_calls") == 0,
           "streamed: reasoning 'Hm.', one call announced with index, id, type and name, its arguments in pieces, "
           "finish_reason tool_calls (%d chunks)", chunks);
     buf_free(&reasoning), buf_free(&arguments), buf_free(&stream);
