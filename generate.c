@@ -192,6 +192,7 @@ static void fill_logprobs(const Sequence *s, Step *step) {
 
 /* Appends bytes to the held-back text. */
 static void hold(Sequence *s, const char *text, size_t len) {
+    if (len == 0) return;  /* (nothing held yet may mean no buffer yet) */
     if (s->n_held + len > s->held_cap) {
         s->held_cap = (s->n_held + len) * 2;
         s->held = xrealloc(s->held, s->held_cap, 1);
@@ -206,10 +207,12 @@ static void give_out(Sequence *s, size_t n, Step *step) {
         s->out_cap = (n + 1) * 2;
         s->out = xrealloc(s->out, s->out_cap, 1);
     }
-    memcpy(s->out, s->held, n);
     s->out[n] = '\0';
-    memmove(s->held, s->held + n, s->n_held - n);
-    s->n_held -= n;
+    if (n > 0) {
+        memcpy(s->out, s->held, n);
+        memmove(s->held, s->held + n, s->n_held - n);
+        s->n_held -= n;
+    }
     step->text = s->out;
     step->len = n;
 }
