@@ -57,6 +57,12 @@ all: $(BIN)
 $(BIN): $(BUILD)/main.o $(LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The pages built into the binary: their headers are made again when a page
+# changes (python3, standard library only); tests/test_page.sh checks that
+# the committed headers are in step with the pages.
+report_page.h chat_page.h &: report_page.html chat_page.html scripts/embed_page.py
+	python3 scripts/embed_page.py
+
 $(BUILD)/%.o: %.c $(wildcard *.h jinja/*.h) | $(BUILD) $(BUILD)/jinja
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 

@@ -93,14 +93,14 @@ static JsonMember member(const char *key, JsonValue value) {
     return (JsonMember){.key = key, .key_len = strlen(key), .value = value};
 }
 
-char *chat_template_render(const ChatTemplate *t, const JsonValue *messages, bool add_generation_prompt,
-                           const JsonValue *extra, size_t *len, Error *e) {
+char *chat_template_render(const ChatTemplate *t, const JsonValue *messages, const JsonValue *tools,
+                           bool add_generation_prompt, const JsonValue *extra, size_t *len, Error *e) {
     /* The variables, as transformers passes them: its own, the tokenizer's
      * special tokens, then the caller's (which win on a clash). */
     size_t n_extra = extra && extra->type == JSON_OBJECT ? extra->len : 0, n = 0;
     JsonMember *vars = xmalloc((8 + n_extra) * sizeof *vars);
     vars[n++] = member("messages", *messages);
-    vars[n++] = member("tools", (JsonValue){.type = JSON_NULL});
+    vars[n++] = member("tools", tools ? *tools : (JsonValue){.type = JSON_NULL});
     vars[n++] = member("documents", (JsonValue){.type = JSON_NULL});
     vars[n++] = member("add_generation_prompt", (JsonValue){.type = JSON_BOOL, .boolean = add_generation_prompt});
     const char *names[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
@@ -134,7 +134,7 @@ char *chat_template_render_json(const ChatTemplate *t, const JsonValue *conversa
     bool generation_prompt = add_generation_prompt >= 0 ? add_generation_prompt == 1 : given && given->type == JSON_BOOL && given->boolean;
     if (thinking >= 0) extra[n++] = member("enable_thinking", (JsonValue){.type = JSON_BOOL, .boolean = thinking == 1});
     JsonValue extra_object = {.type = JSON_OBJECT, .len = n, .members = extra};
-    char *text = chat_template_render(t, messages, generation_prompt, &extra_object, len, e);
+    char *text = chat_template_render(t, messages, NULL, generation_prompt, &extra_object, len, e);
     free(extra);
     return text;
 }
@@ -195,7 +195,7 @@ static char *render(const Chat *c, int first, Error *e) {
     JsonMember thinking = member("enable_thinking", (JsonValue){.type = JSON_BOOL, .boolean = c->thinking == 1});
     JsonValue extra = {.type = JSON_OBJECT, .len = c->thinking >= 0, .members = &thinking};
     size_t len;
-    char *text = chat_template_render(&c->template, &messages, true, &extra, &len, e);
+    char *text = chat_template_render(&c->template, &messages, NULL, true, &extra, &len, e);
     free(items);
     free(fields);
     return text;

@@ -42,12 +42,14 @@ void chat_template_free(ChatTemplate *t);
 
 /* The text of `messages` (a JSON array of {"role", "content", ...}), with
  * the start of the assistant's reply when add_generation_prompt. The
- * variables are those transformers passes: messages, tools and documents
- * (null), add_generation_prompt, the special tokens, and the members of
- * `extra` (a JSON object such as {"enable_thinking": false}, or NULL).
- * A fresh string of *len bytes, or NULL with the template's error in e. */
-char *chat_template_render(const ChatTemplate *t, const JsonValue *messages, bool add_generation_prompt,
-                           const JsonValue *extra, size_t *len, Error *e);
+ * variables are those transformers' apply_chat_template(messages,
+ * tools=tools) passes: messages, tools (the list as given, or null when
+ * tools is NULL), documents (null), add_generation_prompt, the special
+ * tokens, and the members of `extra` (a JSON object such as
+ * {"enable_thinking": false}, or NULL). A fresh string of *len bytes, or
+ * NULL with the template's error in e. */
+char *chat_template_render(const ChatTemplate *t, const JsonValue *messages, const JsonValue *tools,
+                           bool add_generation_prompt, const JsonValue *extra, size_t *len, Error *e);
 
 /* What `run template` renders: a conversation as JSON, either a list of
  * messages or an object with "messages" and the template's other variables

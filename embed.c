@@ -1,10 +1,13 @@
-/* embed.c - the pooling a checkpoint asks for, and pooling itself. */
+/* embed.c - the pooling a checkpoint asks for, pooling itself, and inputs
+ * run through the engine to their vectors. */
 #include "embed.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "json.h"
 
@@ -72,6 +75,14 @@ int pooling_load(Pooling *p, const char *model, Error *e) {
     return rc;
 }
 
+/* v[n] scaled to length 1 (the norm summed in double); a zero vector stays zero. */
+static void normalize(float *v, int n) {
+    double norm = 0;
+    for (int d = 0; d < n; d++) norm += (double)v[d] * v[d];
+    norm = sqrt(norm);
+    for (int d = 0; d < n && norm > 0; d++) v[d] = (float)(v[d] / norm);
+}
+
 void pool(float *out, const float *hidden, int n, int dim, const Pooling *p) {
     /* The pooled vector, summed in double. */
     for (int d = 0; d < dim; d++) {
@@ -85,9 +96,92 @@ void pool(float *out, const float *hidden, int n, int dim, const Pooling *p) {
         }
         out[d] = (float)x;
     }
-    if (!p->normalize) return;
-    double norm = 0;
-    for (int d = 0; d < dim; d++) norm += (double)out[d] * out[d];
-    norm = sqrt(norm);
-    for (int d = 0; d < dim && norm > 0; d++) out[d] = (float)(out[d] / norm);
+    if (p->normalize) normalize(out, dim);
+}
+
+void shorten(float *v, int keep, const Pooling *p) {
+    if (p->normalize) normalize(v, keep);
+}
+
+/* ---- inputs through the engine ---- */
+
+/* A wave of inputs in the engine: how many have ended, and whether one
+ * was ended before all its tokens ran (their events come on the engine's
+ * thread). */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int ended;
+    bool interrupted;
+} Wave;
+
+static void on_event(void *ctx, EngineRequest *r, const EngineEvent *event) {
+    (void)r;
+    Wave *w = ctx;
+    if (event->kind != ENGINE_ENDED) return;
+    pthread_mutex_lock(&w->lock);
+    w->ended++;
+    /* A request for hidden states that ran to its end ends by its length. */
+    if (event->stop != STOP_LENGTH) w->interrupted = true;
+    pthread_cond_broadcast(&w->changed);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Waits until the wave's n requests have ended, cancelling them all once
+ * `gone` says the caller has left; returns whether it did. */
+static bool wait_wave(Wave *w, Engine *engine, EngineRequest *r, int n, bool (*gone)(void *ctx), void *ctx) {
+    bool cancelled = false;
+    pthread_mutex_lock(&w->lock);
+    while (w->ended < n) {
+        if (!cancelled && gone && gone(ctx)) {
+            cancelled = true;
+            pthread_mutex_unlock(&w->lock);
+            for (int i = 0; i < n; i++) engine_cancel(engine, &r[i]);
+            pthread_mutex_lock(&w->lock);
+            continue;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&w->changed, &w->lock, &until);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return cancelled;
+}
+
+EmbedOutcome embed_run(float *out, Engine *engine, const TokenIds *inputs, int n, int wave, int dim, const Pooling *p,
+                       const GenerationConfig *settings, bool (*gone)(void *ctx), void *ctx) {
+    EngineRequest *r = xcalloc((size_t)wave, sizeof *r);
+    EngineRequest **all = xcalloc((size_t)wave, sizeof *all);
+    float **hidden = xcalloc((size_t)wave, sizeof *hidden);
+    Wave w;
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.changed, NULL);
+    EmbedOutcome outcome = EMBED_DONE;
+    for (int first = 0; first < n && outcome == EMBED_DONE; first += wave) {
+        int k = n - first < wave ? n - first : wave;
+        /* The wave's requests: every prompt token's hidden state, no token
+         * generated; after the first wave, work already under way. */
+        for (int i = 0; i < k; i++) {
+            const TokenIds *in = &inputs[first + i];
+            hidden[i] = xmalloc(in->n * (size_t)dim * sizeof(float));
+            r[i] = (EngineRequest){.prompt = in->ids, .n_prompt = (int)in->n, .generation = *settings, .seed_given = true,
+                                   .logprobs = -1, .hidden = hidden[i], .under_way = first > 0, .on_event = on_event,
+                                   .ctx = &w};
+            all[i] = &r[i];
+        }
+        w.ended = 0;
+        w.interrupted = false;
+        if (!engine_submit(engine, all, k)) outcome = EMBED_REFUSED;
+        else if (wait_wave(&w, engine, r, k, gone, ctx)) outcome = EMBED_CANCELLED;
+        else if (w.interrupted) outcome = EMBED_STOPPED;  /* refused, or ended by engine_stop */
+        /* The vectors, once every request of the wave ran to its end. */
+        for (int i = 0; i < k && outcome == EMBED_DONE; i++) pool(out + (size_t)(first + i) * dim, hidden[i], r[i].n_prompt, dim, p);
+        for (int i = 0; i < k; i++) free(hidden[i]);
+    }
+    pthread_mutex_destroy(&w.lock);
+    pthread_cond_destroy(&w.changed);
+    free(r), free(all), free(hidden);
+    return outcome;
 }

@@ -23,6 +23,7 @@ typedef struct {
 struct Engine {
     Model *model;
     const Tokenizer *tokenizer;
+    GrammarVocab *vocab;       /* the vocabulary as grammars' masks see it, made for the first grammar */
     EngineOptions opt;
     Slot *slots;               /* [opt.slots] */
     Chunk *chunks;             /* [opt.slots] one step's work, and the slot of each */
@@ -44,6 +45,7 @@ static void emit(EngineRequest *r, EngineEvent event) { r->on_event(r->ctx, r, &
 /* Frees the slot, then hands the request back with its last event. */
 static void end(Engine *e, Slot *slot, StopReason stop, const char *text, size_t len) {
     EngineRequest *r = slot->job;
+    sequence_set_grammar(&slot->seq, NULL, NULL);  /* the grammar is the request's */
     pthread_mutex_lock(&e->lock);
     slot->job = NULL;
     e->active--;
@@ -104,9 +106,9 @@ static void admit(Engine *e) {
     }
 }
 
-/* Puts a slot's new request in its Sequence: its settings, its prompt
- * (the cached start kept, except for embeddings, which need every token's
- * hidden state). */
+/* Puts a slot's new request in its Sequence: its settings, its grammar, its
+ * prompt (the cached start kept, except for embeddings, which need every
+ * token's hidden state). */
 static void start(Engine *e, Slot *slot) {
     Sequence *q = &slot->seq;
     EngineRequest *r = slot->job;
@@ -117,7 +119,13 @@ static void start(Engine *e, Slot *slot) {
     if (!sampler) die("%s", err.msg);  /* the caller checked the settings */
     sampler_free(q->sampler);
     q->sampler = sampler;
+    g.sampling.bias = NULL;  /* the sampler has its own copy */
+    g.sampling.n_bias = 0;
     q->config = g;
+    if (r->grammar && !e->vocab)
+        e->vocab = grammar_vocab_new(e->tokenizer, e->model->config.vocab_size, e->opt.defaults.eos_ids, e->opt.defaults.n_eos);
+    sequence_set_grammar(q, r->grammar, e->vocab);
+    sequence_set_grammar_triggers(q, r->triggers, r->n_triggers);
     q->logprobs = r->logprobs;
     sequence_set_stops(q, r->stops, r->n_stops);
     if (r->hidden) q->n_cached = 0;
@@ -234,8 +242,10 @@ bool engine_submit(Engine *e, EngineRequest **r, int n) {
     for (int i = 0; i < n; i++)
         if (r[i]->n_prompt < 1 || r[i]->n_prompt > e->model->max_context)
             die("engine_submit: a prompt of %d tokens for a context of %d", r[i]->n_prompt, e->model->max_context);
+    bool under_way = true;
+    for (int i = 0; i < n; i++) under_way = under_way && r[i]->under_way;
     pthread_mutex_lock(&e->lock);
-    bool ok = !e->draining && !e->stopping && e->active + e->queued + n <= e->opt.slots + e->opt.queue;
+    bool ok = (!e->draining || under_way) && !e->stopping && e->active + e->queued + n <= e->opt.slots + e->opt.queue;
     for (int i = 0; ok && i < n; i++) {
         r[i]->cached = r[i]->generated = 0;
         r[i]->refused = r[i]->cancelled = false;
@@ -285,6 +295,7 @@ void engine_stop(Engine *e) {
 
 void engine_free(Engine *e) {
     for (int i = 0; i < e->opt.slots; i++) sequence_free(&e->slots[i].seq);
+    grammar_vocab_free(e->vocab);
     free(e->slots);
     free(e->chunks);
     free(e->owners);

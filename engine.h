@@ -11,7 +11,9 @@
  * tokens its prompt shares the longest start with, so that a conversation's
  * next turn computes only its new tokens. Requests that find no free slot
  * wait in a bounded queue. No position past a slot's context is ever fed:
- * a reply that reaches it ends with STOP_CONTEXT_FULL. */
+ * a reply that reaches it ends with STOP_CONTEXT_FULL. A request may bring
+ * a grammar (constrained decoding): its slot's steps sample under that
+ * grammar's mask, each slot of a batch under its own. */
 #ifndef ENGINE_H
 #define ENGINE_H
 
@@ -50,6 +52,12 @@ struct EngineRequest {
     int logprobs;              /* -1: none; else this many top tokens with each step */
     float *hidden;             /* when not NULL: [n_prompt][dim] receives every prompt token's
                                   final-normed hidden state (embeddings); no token is generated */
+    Grammar *grammar;          /* when not NULL: the reply is a sentence of it (this request's own:
+                                  the engine thread parses with it until ENGINE_ENDED) */
+    const GrammarTrigger *triggers; /* [n_triggers] when n_triggers > 0 the grammar is lazy */
+    int n_triggers;            /*   (sequence_set_grammar_triggers) */
+    bool under_way;            /* a later part of work taken before a drain (the next inputs of
+                                  an embeddings request): taken while draining */
     /* Called on the engine thread, with no lock held, for each event in
      * order: ENGINE_STARTED (unless the request ends before it gets a
      * slot), ENGINE_TOKEN for each step, ENGINE_ENDED once. */
@@ -76,7 +84,8 @@ typedef struct Engine Engine;
 Engine *engine_start(Model *m, const Tokenizer *t, const EngineOptions *o);
 
 /* Queues requests r[0..n) (all or none); false when the queue has no room
- * for them or the engine is draining or stopped. */
+ * for them, the engine is stopped, or it is draining and they are not all
+ * under_way. */
 bool engine_submit(Engine *e, EngineRequest **r, int n);
 
 /* Ends a request early, queued or running (its ENGINE_ENDED comes soon,

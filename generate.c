@@ -92,6 +92,8 @@ void sequence_free(Sequence *s) {
     token_ids_free(&s->tokens);
     free(s->raw_logits);
     free(s->grammar_mask);
+    for (int i = 0; i < s->n_triggers; i++) free((char *)s->triggers[i].text);
+    free(s->asleep);
     for (int i = 0; i < s->n_stops; i++) free(s->stops[i]);
     decode_stream_free(&s->stream);
     free(s->held);
@@ -111,7 +113,58 @@ void sequence_set_grammar(Sequence *s, Grammar *g, const GrammarVocab *v) {
     s->grammar_vocab = v;
     s->grammar_mask = g ? xcalloc(grammar_mask_words(v), sizeof *s->grammar_mask) : NULL;
     s->grammar_state = g ? grammar_start(g) : -1;
-    sampler_set_mask(s->sampler, s->grammar_mask);
+    sequence_set_grammar_triggers(s, NULL, 0);
+}
+
+/* Wakes the grammar (its mask goes to the sampler) or puts it to sleep. */
+static void set_awake(Sequence *s, bool awake) {
+    s->grammar_awake = awake;
+    sampler_set_mask(s->sampler, awake ? s->grammar_mask : NULL);
+}
+
+void sequence_set_grammar_triggers(Sequence *s, const GrammarTrigger *triggers, int n) {
+    for (int i = 0; i < s->n_triggers; i++) free((char *)s->triggers[i].text);
+    s->n_triggers = n < MAX_GRAMMAR_TRIGGERS ? n : MAX_GRAMMAR_TRIGGERS;
+    for (int i = 0; i < s->n_triggers; i++)
+        s->triggers[i] = (GrammarTrigger){.text = xstrdup(triggers[i].text), .at_start = triggers[i].at_start};
+    set_awake(s, s->grammar && s->n_triggers == 0);
+}
+
+static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* A sleeping grammar watches the reply's bytes for a trigger: the earliest
+ * one whose text (and the rest of the token) the grammar takes wakes it,
+ * in the state after them. */
+static void watch_triggers(Sequence *s, int id) {
+    size_t len = 0;
+    const char *bytes = tokenizer_token(s->tokenizer, id, &len);
+    if (!bytes || len == 0) return;
+    if (s->n_asleep + len > s->asleep_cap) {
+        s->asleep_cap = 2 * (s->n_asleep + len);
+        s->asleep = xrealloc(s->asleep, s->asleep_cap, 1);
+    }
+    memcpy(s->asleep + s->n_asleep, bytes, len);
+    s->n_asleep += len;
+    size_t lead = 0;  /* where an at_start trigger must begin */
+    while (lead < s->n_asleep && is_blank(s->asleep[lead])) lead++;
+    for (;;) {
+        size_t best = SIZE_MAX;
+        for (int i = 0; i < s->n_triggers; i++) {
+            size_t n = strlen(s->triggers[i].text);
+            for (size_t at = s->trigger_from; at + n <= s->n_asleep && at < best; at++) {
+                if (s->triggers[i].at_start && at != lead) continue;
+                if (memcmp(s->asleep + at, s->triggers[i].text, n) == 0) best = at;
+            }
+        }
+        if (best == SIZE_MAX) return;
+        GrammarState state = grammar_advance(s->grammar, grammar_start(s->grammar), s->asleep + best, s->n_asleep - best);
+        s->trigger_from = best + 1;
+        if (state >= 0) {
+            s->grammar_state = state;
+            set_awake(s, true);
+            return;
+        }
+    }
 }
 
 int sequence_start(Sequence *s, const int *prompt, int n) {
@@ -128,6 +181,8 @@ int sequence_start(Sequence *s, const int *prompt, int n) {
     s->reply_start = n;
     s->n_held = 0;
     if (s->grammar) s->grammar_state = grammar_start(s->grammar);
+    set_awake(s, s->grammar && s->n_triggers == 0);
+    s->n_asleep = s->trigger_from = 0;
     decode_stream_free(&s->stream);
     decode_stream_init(&s->stream, s->tokenizer);
     return keep;
@@ -192,7 +247,7 @@ static void fill_logprobs(const Sequence *s, Step *step) {
 
 /* Appends bytes to the held-back text. */
 static void hold(Sequence *s, const char *text, size_t len) {
-    if (len == 0) return;  /* (nothing held yet may mean no buffer yet) */
+    if (len == 0) return;  /* held may still be NULL */
     if (s->n_held + len > s->held_cap) {
         s->held_cap = (s->n_held + len) * 2;
         s->held = xrealloc(s->held, s->held_cap, 1);
@@ -207,12 +262,12 @@ static void give_out(Sequence *s, size_t n, Step *step) {
         s->out_cap = (n + 1) * 2;
         s->out = xrealloc(s->out, s->out_cap, 1);
     }
-    s->out[n] = '\0';
-    if (n > 0) {
+    if (s->n_held) {  /* else held may be NULL */
         memcpy(s->out, s->held, n);
         memmove(s->held, s->held + n, s->n_held - n);
-        s->n_held -= n;
     }
+    s->out[n] = '\0';
+    s->n_held -= n;
     step->text = s->out;
     step->len = n;
 }
@@ -267,11 +322,12 @@ Step sequence_step(Sequence *s, float *logits) {
     int n_generated = sequence_generated(s);
     /* Under a grammar, the tokens it allows; none left (its parse outgrew a
      * bound) ends the reply. */
-    bool grammar_stuck = s->grammar && grammar_fill_mask(s->grammar, s->grammar_vocab, s->grammar_state, s->grammar_mask) == 0;
+    bool constrained = s->grammar && s->grammar_awake;
+    bool grammar_stuck = constrained && grammar_fill_mask(s->grammar, s->grammar_vocab, s->grammar_state, s->grammar_mask) == 0;
     if (!grammar_stuck) {
         step.id = sampler_sample(s->sampler, logits, s->tokens.ids, s->tokens.n, (size_t)n_generated);
         if (s->logprobs >= 0) fill_logprobs(s, &step);
-        if (s->grammar) s->grammar_state = grammar_accept_token(s->grammar, s->grammar_vocab, s->grammar_state, step.id);
+        if (constrained) s->grammar_state = grammar_accept_token(s->grammar, s->grammar_vocab, s->grammar_state, step.id);
     }
 
     /* An end token ends the reply unseen; any other joins the sequence. */
@@ -286,7 +342,8 @@ Step sequence_step(Sequence *s, float *logits) {
         size_t len;
         const char *text = decode_stream_push(&s->stream, step.id, &len);
         hold(s, text, len);
-        if (s->grammar && grammar_finished(s->grammar, s->grammar_state)) step.stop = STOP_GRAMMAR;
+        if (s->grammar && !s->grammar_awake) watch_triggers(s, step.id);
+        if (s->grammar && s->grammar_awake && grammar_finished(s->grammar, s->grammar_state)) step.stop = STOP_GRAMMAR;
         else if ((int)s->tokens.n > s->cache.capacity) step.stop = STOP_CONTEXT_FULL;
         else if (s->config.max_new >= 0 && n_generated + 1 >= s->config.max_new) step.stop = STOP_LENGTH;
     }

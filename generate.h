@@ -7,7 +7,9 @@
  * A Sequence is one stream of tokens being generated: its own KV cache, the
  * tokens in it, and the step that turns the model's logits into the next
  * token under the stop rules (end tokens, stop strings, the length limit, a
- * full context), giving out the new text as whole UTF-8 characters. The
+ * full context) and a grammar when it has one (from the reply's start, or
+ * lazy: from a trigger on), giving out the new text as whole UTF-8
+ * characters. The
  * command line drives one sequence; the server drives several, batching their
  * forward passes (sequence_pending / sequence_fed) itself. */
 #ifndef GENERATE_H
@@ -71,6 +73,14 @@ typedef struct {
     TokenLogprob top[MAX_TOP_LOGPROBS];
 } Step;
 
+/* Where a lazy grammar starts to hold (sequence_set_grammar_triggers). */
+typedef struct {
+    const char *text;          /* bytes that wake the grammar once generated */
+    bool at_start;             /* only as the reply's first bytes (after whitespace) */
+} GrammarTrigger;
+
+enum { MAX_GRAMMAR_TRIGGERS = 4 };
+
 typedef struct {
     Model *model;
     const Tokenizer *tokenizer;
@@ -88,6 +98,12 @@ typedef struct {
     const GrammarVocab *grammar_vocab;
     GrammarState grammar_state;  /* the reply's parse so far */
     uint64_t *grammar_mask;    /* the step's allowed tokens, for the sampler */
+    GrammarTrigger triggers[MAX_GRAMMAR_TRIGGERS]; /* a lazy grammar's (texts are the Sequence's) */
+    int n_triggers;
+    bool grammar_awake;        /* the grammar holds: not lazy, or a trigger has come */
+    char *asleep;              /* a lazy grammar's reply so far, its tokens' bytes, while it sleeps */
+    size_t n_asleep, asleep_cap;
+    size_t trigger_from;       /* asleep[trigger_from..) may still hold a trigger's start */
     DecodeStream stream;
     char *held;                /* decoded text not given out yet: it may begin a stop string */
     size_t n_held, held_cap;
@@ -110,8 +126,18 @@ void sequence_set_stops(Sequence *s, const char *const *stops, int n);
 
 /* Constrains the next replies to sentences of g (each reply parsed from
  * g's start; the end tokens of v end a reply only where g is complete);
- * NULL removes it. g and v stay the caller's, and must outlive the use. */
+ * NULL removes it. g and v stay the caller's, and must outlive the use.
+ * The triggers are cleared: the grammar holds from the reply's start. */
 void sequence_set_grammar(Sequence *s, Grammar *g, const GrammarVocab *v);
+
+/* Makes the grammar lazy (llama.cpp's lazy grammars, for tool calls that
+ * may come after free text): each reply is free until the bytes of one of
+ * triggers[0..n) (n <= MAX_GRAMMAR_TRIGGERS) have been generated; from
+ * that trigger's first byte on, the reply must be a sentence of the grammar
+ * (the trigger and what its token holds after it are the sentence's start;
+ * when the grammar cannot take them, the reply stays free and a later
+ * trigger may wake it). The texts are copied. n = 0: not lazy. */
+void sequence_set_grammar_triggers(Sequence *s, const GrammarTrigger *triggers, int n);
 
 /* Starts a reply after prompt[0..n): the whole sequence so far (a chat's
  * whole conversation). The cached tokens that prompt begins with are kept;

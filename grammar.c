@@ -1157,7 +1157,7 @@ GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *e
     size_t total = 0;
     for (int id = 0; id < vocab_size; id++) {
         size_t len = 0;
-        const char *b = id < n_tok && !v->is_end[id] ? tokenizer_token(t, id, &len) : NULL;
+        const char *b = id < n_tok && !v->is_end[id] && !tokenizer_is_special(t, id) ? tokenizer_token(t, id, &len) : NULL;
         v->start[id] = total;
         if (b && len <= TOKEN_MAX_BYTES) total += len;
     }

@@ -76,8 +76,11 @@ bool grammar_matches(Grammar *g, const char *text, size_t n);
 typedef struct GrammarVocab GrammarVocab;
 
 /* The vocabulary of t as the mask sees it: every token by its bytes, except
- * the added (special) tokens, which no grammar allows, and the end tokens
- * end_ids[0..n_end), which are allowed exactly where the parse is complete.
+ * the added tokens marked special (<|im_start|>, <|python_tag|>), which no
+ * grammar allows (they would read as their text inside a JSON string), and
+ * the end tokens end_ids[0..n_end), which are allowed exactly where the
+ * parse is complete. Other added tokens (Qwen's <tool_call>, <think>) are
+ * allowed where their text is.
  * vocab_size is the model's (masks have that many bits; ids past the
  * tokenizer's are never allowed). */
 GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *end_ids, int n_end);

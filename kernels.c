@@ -1,6 +1,7 @@
 /* kernels.c - the public kernels: the choice of a kernel path by CPUID, the
- * split of each product between threads, conversions of 16-bit floats, and
- * the conversions and quantizations made at load time. The arithmetic
+ * split of each product between threads, conversions of 16-bit floats, the
+ * conversions and quantizations made at load time, and the formats of the
+ * KV cache (how a row is stored). The arithmetic
  * itself is in kernels_plain.c, kernels_avx2.c and kernels_avx512.c. */
 #include <math.h>
 #include <stdatomic.h>
@@ -336,15 +337,70 @@ void matmul_plain(float *out, const float *x, const Matrix *w, int n_tokens) {
     pool_free(one);
 }
 
-void attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values, int group,
+void attend(float *out, const float *q, size_t ld, int n_q, int pos, const void *keys, const void *values, int group,
             int hd, const AttendSpec *spec, float *scratch) {
     path()->attend(out, q, ld, n_q, pos, keys, values, group, hd, spec, scratch);
 }
 
-size_t attend_scratch_floats(int group, int n_q) {
-    /* Per query vector: the running maximum and sum, a tile of scores. */
-    return (size_t)group * (size_t)n_q * (2 + ATTEND_KEY_BLOCK);
+size_t attend_scratch_floats(int group, int n_q, int hd) {
+    /* Per query vector the running maximum and sum and a tile of scores;
+     * then a tile of keys and one of values as floats (attend_tiles). */
+    return attend_tile_offset(group, n_q) + 2 * (size_t)ATTEND_KEY_BLOCK * (size_t)hd;
 }
+
+/* ---- the KV cache's formats ---- */
+
+const char *kv_type_name(KVType t) {
+    static const char *names[] = {"f32", "bf16", "q8_0"};
+    return names[t];
+}
+
+int kv_type_parse(KVType *t, const char *name, Error *e) {
+    for (int i = 0; i < KV_TYPES; i++)
+        if (strcmp(name, kv_type_name((KVType)i)) == 0) {
+            *t = (KVType)i;
+            return 0;
+        }
+    return fail(e, "'%s' is not a KV cache type here: the types are f32 (exact), bf16 and q8_0", name);
+}
+
+bool kv_type_fits(KVType t, int hd) { return t != KV_Q8_0 || hd % QUANT_BLOCK == 0; }
+
+size_t kv_row_bytes(KVType t, int hd) {
+    switch (t) {
+    case KV_BF16: return (size_t)hd * 2;
+    case KV_Q8_0: return (size_t)hd / QUANT_BLOCK * Q8_0_BLOCK_BYTES;
+    default: return (size_t)hd * 4;
+    }
+}
+
+/* One block of llama.cpp's q8_0 (see kernels.h). */
+static void store_q8_0_block(uint8_t *block, const float *x) {
+    float amax = 0;
+    for (int j = 0; j < QUANT_BLOCK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    uint16_t half = f32_to_f16(amax / 127.0f);
+    if ((half & 0x7C00) == 0x7C00) half = 0x7BFF;  /* too large for an f16: its largest */
+    float d = f16_to_f32(half);
+    memcpy(block, &half, 2);
+    for (int j = 0; j < QUANT_BLOCK; j++) {
+        float q = d > 0 ? fminf(fmaxf(nearbyintf(x[j] / d), -127.0f), 127.0f) : 0;
+        block[2 + j] = (uint8_t)(int8_t)q;
+    }
+}
+
+void kv_row_store(void *row, KVType t, const float *x, int hd) {
+    switch (t) {
+    case KV_F32: memcpy(row, x, (size_t)hd * sizeof(float)); break;
+    case KV_BF16:
+        for (int i = 0; i < hd; i++) ((uint16_t *)row)[i] = f32_to_bf16(x[i]);
+        break;
+    case KV_Q8_0:
+        for (int b = 0; b < hd / QUANT_BLOCK; b++) store_q8_0_block((uint8_t *)row + (size_t)b * Q8_0_BLOCK_BYTES, x + b * QUANT_BLOCK);
+        break;
+    }
+}
+
+void kv_rows_load(float *out, KVType t, const void *rows, size_t n) { kernels_plain.kv_load(out, t, rows, n); }
 
 void softmax(float *x, int n) { path()->softmax(x, n); }
 

@@ -1,7 +1,8 @@
 /* kernels.h - the arithmetic that dominates a forward pass: a weight matrix
  * times one activation vector (decoding a token) or times a block of them
  * (prefilling a prompt), for every weight format, spread over a thread pool;
- * attention; the SwiGLU activation; softmax.
+ * attention over a KV cache of f32, bf16 or q8_0 rows, and those rows'
+ * formats; the SwiGLU activation; softmax.
  *
  * Kernel paths. One binary carries three versions of every kernel: plain C
  * (the definition, runs anywhere), AVX2+FMA+F16C, and AVX-512 (F, BW, VL,
@@ -142,14 +143,52 @@ void matrix_free(Matrix *m);
  * data (q8/q4: the weights, then the scales); it owns nothing. */
 Matrix matrix_view(WeightType type, int rows, int cols, const void *bytes);
 
+/* ---- the KV cache's formats ---- */
+
+/* How a KV cache holds keys or values (llama.cpp's names for -ctk/-ctv):
+ *   KV_F32   floats, as computed: exact (the default);
+ *   KV_BF16  each value rounded to bf16 (to nearest even): 2 bytes a value;
+ *   KV_Q8_0  a row in blocks of QUANT_BLOCK values laid out as llama.cpp's
+ *            block_q8_0: the scale d as an f16 (2 bytes, little-endian), then
+ *            32 int8 q; 34 bytes for 32 values, a value being q * d. d is
+ *            max |x| / 127 over the block rounded to f16 (the largest finite
+ *            f16, 65504, if that overflows); q = x / d rounded to nearest
+ *            even and clamped to [-127, 127] (all 0 when d is 0). Rows must
+ *            be whole blocks.
+ * A stored value read back is exact as a float (q * d multiplies 8 bits by
+ * 11), and attend() computes with exactly those floats: what a cache of
+ * another type changes is the rounding of what is stored, nothing else. */
+typedef enum { KV_F32, KV_BF16, KV_Q8_0 } KVType;
+enum { KV_TYPES = 3 };
+
+/* "f32", "bf16", "q8_0". */
+const char *kv_type_name(KVType t);
+
+/* The type called `name`; fails, naming the types there are, for another
+ * name (llama.cpp's f16, q4_0 and the rest are not kept here). */
+int kv_type_parse(KVType *t, const char *name, Error *e);
+
+/* Whether rows of hd values can be held as t (q8_0: whole blocks of 32). */
+bool kv_type_fits(KVType t, int hd);
+
+/* Bytes of one row of hd values held as t. */
+size_t kv_row_bytes(KVType t, int hd);
+
+/* Stores x[0..hd) as t into row, and reads n consecutive values (whole
+ * rows) back as floats: the definitions the kernel paths follow. */
+void kv_row_store(void *row, KVType t, const float *x, int hd);
+void kv_rows_load(float *out, KVType t, const void *rows, size_t n);
+
 /* How attention looks back: the scale of its scores, an optional soft cap,
- * an optional window, and where each position's key and value are. */
+ * an optional window, and where each position's key and value are and in
+ * which format. */
 typedef struct {
     float scale;               /* a score is q . k times this */
     float softcap;             /* 0, or a score s becomes softcap * tanh(s / softcap) */
     int window;                /* 0, or the query at position p sees positions p - window + 1 .. p only */
     int rows;                  /* position t's key and value are row t % rows (a ring: a multiple of
                                   ATTEND_KEY_BLOCK, or more rows than positions) */
+    KVType key_type, value_type; /* the rows' formats: kv_row_bytes(type, hd) bytes a row */
 } AttendSpec;
 
 /* Causal attention for a block of n_q consecutive query tokens at positions
@@ -158,21 +197,25 @@ typedef struct {
  * lo(pos + i) .. pos + i, lo(p) = max(0, p - window + 1) with a window, else 0:
  *   out[i][g] = sum over those t of softmax_t(cap(q[i][g] . k_t * scale)) v_t.
  * Token i's heads are at q + i * ld and out + i * ld, head after head
- * ([group][hd]). scratch holds attend_scratch_floats(group, n_q) floats
- * (whatever the number of keys).
+ * ([group][hd]). keys and values hold rows in the spec's formats; k_t and
+ * v_t are their values as floats (kv_rows_load). scratch holds
+ * attend_scratch_floats(group, n_q, hd) floats (whatever the number of keys).
  * The keys are taken in tiles of the ATTEND_KEY_BLOCK positions from a
  * multiple of ATTEND_KEY_BLOCK, each tile read once for all the block's
- * queries (flash attention); a query takes the part of a tile it sees. Per
+ * queries (flash attention; a tile of bf16 or q8_0 rows is turned into
+ * floats once for all of them); a query takes the part of a tile it sees. Per
  * query, a score is s = (q . k in the 16-lane order) * scale, then
  * softcap * tanhf(s / softcap) with a cap; per tile, with m the running
  * maximum, m' = max(m, the tile's scores), a = e^(m - m') (0 for the first
  * tile the query sees), p_t = e^(s_t - m'), the running sum l = l a + (the
  * part's p_t added as 16 lanes (t - first t of the part) mod 16, then the
  * halving tree), the output o = o a, then o += p_t v_t for t in order (fma);
- * at the end out = o / l. So a query's result does not depend on n_q or pos. */
-void attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values, int group,
+ * at the end out = o / l. So a query's result does not depend on n_q or pos,
+ * and a cache of bf16 or q8_0 rows gives exactly what an f32 cache holding
+ * their values gives. */
+void attend(float *out, const float *q, size_t ld, int n_q, int pos, const void *keys, const void *values, int group,
             int hd, const AttendSpec *spec, float *scratch);
-size_t attend_scratch_floats(int group, int n_q);
+size_t attend_scratch_floats(int group, int n_q, int hd);
 
 /* Query tokens per attend() call that the forward pass hands a thread, and
  * key positions per tile. */

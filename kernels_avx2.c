@@ -1,7 +1,8 @@
 /* kernels_avx2.c - the AVX2 + FMA + F16C path (built with those flags, run
  * only on CPUs that have them). Vectors of 8 floats: in the products, rows
  * 0..7 and 8..15 of a group; in attention and softmax, the 16 lanes of the
- * 16-lane order as two vectors, `lo` (lanes 0..7) and `hi` (lanes 8..15). */
+ * 16-lane order as two vectors, `lo` (lanes 0..7) and `hi` (lanes 8..15);
+ * a tile of bf16 or q8_0 KV cache rows widened 8 values at a time. */
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #include <stdlib.h>
@@ -414,19 +415,51 @@ static void weigh_values(float *o, float a, const float *p, const float *v, int 
     }
 }
 
-void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
+/* Rows of a KV cache as floats, 8 values at a time (n is whole rows: for
+ * q8_0, whole blocks of 32). */
+void avx2_kv_load(float *out, KVType t, const void *rows, size_t n) {
+    size_t i = 0;
+    if (t == KV_BF16) {
+        const uint16_t *h = rows;
+        for (; i + 8 <= n; i += 8) {
+            __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + i)));
+            _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+        }
+        for (; i < n; i++) out[i] = bf16_to_f32(h[i]);
+    } else if (t == KV_Q8_0) {
+        const uint8_t *block = rows;
+        for (; i < n; i += QUANT_BLOCK, block += Q8_0_BLOCK_BYTES) {
+            uint16_t half;
+            memcpy(&half, block, 2);
+            __m256 d = _mm256_set1_ps(f16_to_f32(half));
+            for (int j = 0; j < QUANT_BLOCK; j += 8) {
+                __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(block + 2 + j)));
+                _mm256_storeu_ps(out + i + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+            }
+        }
+    } else {
+        memcpy(out, rows, n * sizeof(float));
+    }
+}
+
+void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const void *keys, const void *values,
                  int group, int hd, const AttendSpec *spec, float *scratch) {
     float *max = scratch, *sum = max + (size_t)n_q * group, *p = sum + (size_t)n_q * group;
+    float *tile_k = scratch + attend_tile_offset(group, n_q), *tile_v = tile_k + (size_t)ATTEND_KEY_BLOCK * hd;
     for (int i = 0; i < n_q; i++)
         for (int g = 0; g < group; g++) memset(out + i * ld + (size_t)g * hd, 0, (size_t)hd * sizeof(float));
-    /* Tile after tile of keys, each for every query that sees into it. */
+    /* Tile after tile of keys (as floats), each for every query that sees into it. */
     for (int t0 = attend_first_tile(spec, pos); t0 < pos + n_q; t0 += ATTEND_KEY_BLOCK) {
+        int span_from, span = attend_tile_span(spec, t0, pos, n_q, &span_from);
+        if (span <= 0) continue;
+        const float *tk = attend_rows(&kernels_avx2, spec->key_type, keys, span_from % spec->rows, span, hd, tile_k);
+        const float *tv = attend_rows(&kernels_avx2, spec->value_type, values, span_from % spec->rows, span, hd, tile_v);
         for (int i = t0 > pos ? t0 - pos : 0; i < n_q; i++) {
             int from;
             bool first;
             int len = attend_part(spec, t0, pos + i, &from, &first);
             if (len <= 0) continue;
-            const float *k = keys + (size_t)(from % spec->rows) * hd, *v = values + (size_t)(from % spec->rows) * hd;
+            const float *k = tk + (size_t)(from - span_from) * hd, *v = tv + (size_t)(from - span_from) * hd;
             for (int g = 0; g < group; g++) {
                 const float *qg = q + i * ld + (size_t)g * hd;
                 float *m = max + (size_t)i * group + g, *l = sum + (size_t)i * group + g, tile_max = -INFINITY;
@@ -456,6 +489,7 @@ const KernelPath kernels_avx2 = {
     .matmul_quant = matmul_quant,
     .quantize_row = avx2_quantize_row,
     .attend = avx2_attend,
+    .kv_load = avx2_kv_load,
     .swiglu = avx2_swiglu,
     .softmax = avx2_softmax,
 };

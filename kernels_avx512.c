@@ -1,7 +1,8 @@
 /* kernels_avx512.c - the AVX-512 path (F, BW, VL, VNNI, BF16; built with
  * those flags, run only on CPUs that have them). In the products a vector
  * of 16 floats holds the 16 rows of a group; in attention, the 16 lanes of
- * the 16-lane order. SwiGLU and softmax are the AVX2 path's (they are not
+ * the 16-lane order (a tile of bf16 or q8_0 KV cache rows is widened to
+ * floats 16 values at a time). SwiGLU and softmax are the AVX2 path's (they are not
  * where the time goes). */
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
     defined(__AVX512BF16__)
@@ -519,19 +520,25 @@ INLINE void weigh_values(int H, int vectors, float *const *o, const float *a, co
 /* The attention of kernels.h for head dims of `vectors` x 16: key tiles
  * outermost, so each tile is read once for all the queries of the block;
  * each query's arithmetic as the plain definition has it. */
-INLINE void attend_vectors(int vectors, float *out, const float *q, size_t ld, int n_q, int pos, const float *keys,
-                           const float *values, int group, const AttendSpec *spec, float *scratch) {
+INLINE void attend_vectors(int vectors, float *out, const float *q, size_t ld, int n_q, int pos, const void *keys,
+                           const void *values, int group, const AttendSpec *spec, float *scratch) {
     int hd = vectors * 16, heads_at_once = vectors <= 4 ? 6 : vectors <= 8 ? 2 : 1;
     float *max = scratch, *sum = max + (size_t)n_q * group, *p = sum + (size_t)n_q * group;  /* p: [group][tile] */
+    float *tile_k = scratch + attend_tile_offset(group, n_q), *tile_v = tile_k + (size_t)ATTEND_KEY_BLOCK * hd;
     for (int i = 0; i < n_q; i++)
         for (int g = 0; g < group; g++) memset(out + i * ld + (size_t)g * hd, 0, (size_t)hd * sizeof(float));
     for (int t0 = attend_first_tile(spec, pos); t0 < pos + n_q; t0 += ATTEND_KEY_BLOCK) {
+        /* The rows the block's queries see of this tile, as floats. */
+        int span_from, span = attend_tile_span(spec, t0, pos, n_q, &span_from);
+        if (span <= 0) continue;
+        const float *tk = attend_rows(&kernels_avx512, spec->key_type, keys, span_from % spec->rows, span, hd, tile_k);
+        const float *tv = attend_rows(&kernels_avx512, spec->value_type, values, span_from % spec->rows, span, hd, tile_v);
         for (int i = t0 > pos ? t0 - pos : 0; i < n_q; i++) {
             int from;
             bool first;
             int len = attend_part(spec, t0, pos + i, &from, &first);
             if (len <= 0) continue;
-            const float *k = keys + (size_t)(from % spec->rows) * hd, *v = values + (size_t)(from % spec->rows) * hd;
+            const float *k = tk + (size_t)(from - span_from) * hd, *v = tv + (size_t)(from - span_from) * hd;
             float a[MAX_GROUP];
             for (int g = 0; g < group; g++) {
                 size_t at = (size_t)i * group + g;
@@ -565,7 +572,7 @@ INLINE void attend_vectors(int vectors, float *out, const float *q, size_t ld, i
 /* Head dims 64 and 128 compiled with their sizes known; others that are a
  * multiple of 16 at run time; the rest go to the AVX2 version, which
  * computes the same. */
-static void attend_tiles(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
+static void attend_tiles(float *out, const float *q, size_t ld, int n_q, int pos, const void *keys, const void *values,
                          int group, int hd, const AttendSpec *spec, float *scratch) {
     if (hd % 16 != 0 || hd / 16 > MAX_HEAD_VECTORS || group > MAX_GROUP)
         avx2_attend(out, q, ld, n_q, pos, keys, values, group, hd, spec, scratch);
@@ -579,6 +586,33 @@ static void attend_tiles(float *out, const float *q, size_t ld, int n_q, int pos
         attend_vectors(hd / 16, out, q, ld, n_q, pos, keys, values, group, spec, scratch);
 }
 
+/* Rows of a KV cache as floats, 16 values at a time (n is whole rows: for
+ * q8_0, whole blocks of 32). */
+static void kv_load(float *out, KVType t, const void *rows, size_t n) {
+    size_t i = 0;
+    if (t == KV_BF16) {
+        const uint16_t *h = rows;
+        for (; i + 16 <= n; i += 16) {
+            __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + i)));
+            _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16)));
+        }
+        for (; i < n; i++) out[i] = bf16_to_f32(h[i]);
+    } else if (t == KV_Q8_0) {
+        const uint8_t *block = rows;
+        for (; i < n; i += QUANT_BLOCK, block += Q8_0_BLOCK_BYTES) {
+            uint16_t half;
+            memcpy(&half, block, 2);
+            __m512 d = _mm512_set1_ps(f16_to_f32(half));
+            for (int j = 0; j < QUANT_BLOCK; j += 16) {
+                __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(block + 2 + j)));
+                _mm512_storeu_ps(out + i + j, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
+            }
+        }
+    } else {
+        memcpy(out, rows, n * sizeof(float));
+    }
+}
+
 const KernelPath kernels_avx512 = {
     .name = "avx512",
     .matmul_float = matmul_float,
@@ -586,6 +620,7 @@ const KernelPath kernels_avx512 = {
     .matmul_quant = matmul_quant,
     .quantize_row = avx2_quantize_row,
     .attend = attend_tiles,
+    .kv_load = kv_load,
     .swiglu = avx2_swiglu,
     .softmax = avx2_softmax,
 };

@@ -81,8 +81,11 @@ typedef struct {
      * QUANT_BLOCK): scale = max|x| / 127, q = round(x * (1 / scale)). */
     void (*quantize_row)(int8_t *q, float *scale, int32_t *sum, const float *x, int cols);
     /* attend() of kernels.h. */
-    void (*attend)(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
+    void (*attend)(float *out, const float *q, size_t ld, int n_q, int pos, const void *keys, const void *values,
                    int group, int hd, const AttendSpec *spec, float *scratch);
+    /* n values of KV cache rows of type t (whole rows) as floats:
+     * kv_rows_load() of kernels.h. */
+    void (*kv_load)(float *out, KVType t, const void *rows, size_t n);
     /* gate[i] = gate[i] / (1 + e^-gate[i]) * up[i] for i < n. */
     void (*swiglu)(float *gate, const float *up, size_t n);
     /* softmax() of kernels.h. */
@@ -95,7 +98,8 @@ extern const KernelPath kernels_plain, kernels_avx2, kernels_avx512;
 void avx2_quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, int cols);
 void avx2_swiglu(float *gate, const float *up, size_t n);
 void avx2_softmax(float *x, int n);
-void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
+void avx2_kv_load(float *out, KVType t, const void *rows, size_t n);
+void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const void *keys, const void *values,
                  int group, int hd, const AttendSpec *spec, float *scratch);
 
 /* How bf16 arithmetic is done where the BF16 dot product exists:
@@ -121,6 +125,47 @@ static inline int attend_part(const AttendSpec *a, int t0, int p, int *from, boo
     *from = t0 > lo ? t0 : lo;
     *first = t0 <= lo;
     return end - *from;
+}
+
+/* The part of the key tile at t0 that any of the n_q queries at pos..
+ * sees: positions *from .. *from + n - 1 (the parts of consecutive queries
+ * overlap or touch, so their union is one run). Returns n (<= 0: none). */
+static inline int attend_tile_span(const AttendSpec *a, int t0, int pos, int n_q, int *from) {
+    int first_from = 0, end = 0;
+    bool any = false;
+    for (int i = t0 > pos ? t0 - pos : 0; i < n_q; i++) {
+        int f;
+        bool first;
+        int len = attend_part(a, t0, pos + i, &f, &first);
+        if (len <= 0) continue;
+        if (!any) first_from = f;
+        any = true;
+        end = f + len;
+    }
+    *from = first_from;
+    return any ? end - first_from : 0;
+}
+
+/* Bytes of a q8_0 block of the KV cache: an f16 scale, 32 int8. */
+enum { Q8_0_BLOCK_BYTES = 2 + QUANT_BLOCK };
+
+/* Where in attend()'s scratch its tiles of keys and values as floats
+ * start: after each query vector's running maximum and sum and a tile of
+ * scores, rounded up to whole 64-byte lines. */
+static inline size_t attend_tile_offset(int group, int n_q) {
+    size_t floats = (size_t)group * (size_t)n_q * (2 + ATTEND_KEY_BLOCK);
+    return (floats + 15) / 16 * 16;
+}
+
+/* Rows row .. row + n - 1 of a KV cache of type t as floats: the cache's
+ * own memory when it holds f32, else those rows turned into floats in
+ * `tile` by the path's kv_load. */
+static inline const float *attend_rows(const KernelPath *path, KVType t, const void *cache, int row, int n, int hd,
+                                       float *tile) {
+    const char *at = (const char *)cache + (size_t)row * kv_row_bytes(t, hd);
+    if (t == KV_F32) return (const float *)at;
+    path->kv_load(tile, t, at, (size_t)n * (size_t)hd);
+    return tile;
 }
 
 /* A score after the soft cap, when there is one. */

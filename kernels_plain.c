@@ -1,5 +1,6 @@
-/* kernels_plain.c - the plain C path: every kernel one scalar at a time,
- * written to be read. It is the definition the SIMD paths follow bit for bit
+/* kernels_plain.c - the plain C path: every kernel one scalar at a time
+ * (the KV cache's rows turned into floats value by value too), written to be
+ * read. It is the definition the SIMD paths follow bit for bit
  * (tests/test_kernels.c holds them to it) and runs on any CPU. */
 #include <math.h>
 #include <stdlib.h>
@@ -80,17 +81,35 @@ static void quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, 
     }
 }
 
+/* Rows of a KV cache as floats, value by value (see kernels.h). */
+static void plain_kv_load(float *out, KVType t, const void *rows, size_t n) {
+    if (t == KV_F32) {
+        for (size_t i = 0; i < n; i++) out[i] = ((const float *)rows)[i];
+    } else if (t == KV_BF16) {
+        for (size_t i = 0; i < n; i++) out[i] = bf16_to_f32(((const uint16_t *)rows)[i]);
+    } else {  /* q8_0: q * d, d the f16 at the start of the values' block */
+        for (size_t b = 0; b < n / QUANT_BLOCK; b++) {
+            const uint8_t *block = (const uint8_t *)rows + b * Q8_0_BLOCK_BYTES;
+            uint16_t half;
+            memcpy(&half, block, 2);
+            float d = f16_to_f32(half);
+            for (int j = 0; j < QUANT_BLOCK; j++) out[b * QUANT_BLOCK + j] = (float)(int8_t)block[2 + j] * d;
+        }
+    }
+}
+
 /* The attention of the query vector q at position p, tile after tile of
- * keys (see kernels.h). */
-static void attend_one(float *out, const float *q, int p, const float *keys, const float *values, int hd,
-                       const AttendSpec *spec, float *scores) {
+ * keys (see kernels.h); tile_k and tile_v hold a tile's rows as floats. */
+static void attend_one(float *out, const float *q, int p, const void *keys, const void *values, int hd,
+                       const AttendSpec *spec, float *scores, float *tile_k, float *tile_v) {
     float m = -INFINITY, l = 0;
     for (int d = 0; d < hd; d++) out[d] = 0;
     for (int t0 = attend_first_tile(spec, p); t0 <= p; t0 += ATTEND_KEY_BLOCK) {
         int from;
         bool first;
         int len = attend_part(spec, t0, p, &from, &first);
-        const float *k = keys + (size_t)(from % spec->rows) * hd, *v = values + (size_t)(from % spec->rows) * hd;
+        const float *k = attend_rows(&kernels_plain, spec->key_type, keys, from % spec->rows, len, hd, tile_k);
+        const float *v = attend_rows(&kernels_plain, spec->value_type, values, from % spec->rows, len, hd, tile_v);
         float tile_max = -INFINITY;
         for (int t = 0; t < len; t++) {
             scores[t] = attend_cap(spec, dot16(q, k + (size_t)t * hd, hd) * spec->scale);
@@ -112,11 +131,13 @@ static void attend_one(float *out, const float *q, int p, const float *keys, con
     for (int d = 0; d < hd; d++) out[d] /= l;
 }
 
-static void plain_attend(float *out, const float *q, size_t ld, int n_q, int pos, const float *keys, const float *values,
-                   int group, int hd, const AttendSpec *spec, float *scratch) {
+static void plain_attend(float *out, const float *q, size_t ld, int n_q, int pos, const void *keys, const void *values,
+                         int group, int hd, const AttendSpec *spec, float *scratch) {
+    float *tile_k = scratch + attend_tile_offset(group, n_q), *tile_v = tile_k + (size_t)ATTEND_KEY_BLOCK * hd;
     for (int i = 0; i < n_q; i++)
         for (int g = 0; g < group; g++)
-            attend_one(out + i * ld + (size_t)g * hd, q + i * ld + (size_t)g * hd, pos + i, keys, values, hd, spec, scratch);
+            attend_one(out + i * ld + (size_t)g * hd, q + i * ld + (size_t)g * hd, pos + i, keys, values, hd, spec, scratch,
+                       tile_k, tile_v);
 }
 
 static void plain_swiglu(float *gate, const float *up, size_t n) {
@@ -138,6 +159,7 @@ const KernelPath kernels_plain = {
     .matmul_quant = matmul_quant,
     .quantize_row = quantize_row,
     .attend = plain_attend,
+    .kv_load = plain_kv_load,
     .swiglu = plain_swiglu,
     .softmax = plain_softmax,
 };

@@ -24,6 +24,8 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "console.h"
+#include "embed.h"
+#include "engine.h"
 #include "generate.h"
 #include "kernels.h"
 #include "net.h"
@@ -57,7 +59,11 @@ static const char *model_flags_help =
     "                       AVX-512 BF16, less exact\n"
     "  --no-prepared        lay the weights out in memory at every start instead of\n"
     "                       mapping the prepared file (made once per format beside\n"
-    "                       the checkpoint, or in ~/.cache/run; see 'run prepare')\n";
+    "                       the checkpoint, or in ~/.cache/run; see 'run prepare')\n"
+    "  -ctk, --cache-type-k T  the KV cache's keys: f32 (default, exact), bf16, or\n"
+    "                       q8_0 (int8, an f16 scale per block of 32: about a\n"
+    "                       quarter of f32's memory)\n"
+    "  -ctv, --cache-type-v T  the KV cache's values: the same types\n";
 
 static DTypeChoice parse_dtype(const Args *a, const char *value) {
     static const struct {
@@ -76,6 +82,13 @@ static MathMode parse_math(const Args *a, const char *value) {
     usage_error(a, "--math: expected exact or bf16, got '%s'", value);
 }
 
+static KVType parse_cache_type(const Args *a, const char *flag, const char *value) {
+    KVType t;
+    Error e;
+    if (kv_type_parse(&t, value, &e) != 0) usage_error(a, "%s: %s", flag, e.msg);
+    return t;
+}
+
 /* Consumes the current argument (and its value) if it is a model flag. */
 static bool model_flag(Args *a, ModelOptions *opt) {
     if (is_flag(a, "-c|--ctx-size")) opt->context = (int)parse_long(a, "-c", flag_value(a), 1, 1 << 24);
@@ -83,6 +96,8 @@ static bool model_flag(Args *a, ModelOptions *opt) {
     else if (is_flag(a, "--dtype")) opt->dtype = parse_dtype(a, flag_value(a));
     else if (is_flag(a, "--math")) opt->math = parse_math(a, flag_value(a));
     else if (is_flag(a, "--no-prepared")) no_value(a), opt->no_prepared = true;
+    else if (is_flag(a, "-ctk|--cache-type-k")) opt->cache_type_k = parse_cache_type(a, "--cache-type-k", flag_value(a));
+    else if (is_flag(a, "-ctv|--cache-type-v")) opt->cache_type_v = parse_cache_type(a, "--cache-type-v", flag_value(a));
     else return false;
     return true;
 }
@@ -132,6 +147,21 @@ static void print_formats(const Config *c, WeightType run_as, WeightType stored)
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
         weight_plan(&plan, c, stored, formats[i]);
         printf("  %-6s %18.1f MB %19.1f MB\n", weight_type_name(formats[i]), plan.bytes / 1e6, plan.bytes_per_token / 1e6);
+    }
+}
+
+/* The KV cache in each format (keys and values alike): at the context, and
+ * what each 1024 positions more add. */
+static void print_kv_types(const Config *c, int context) {
+    printf("KV cache by type (-ctk, -ctv), keys and values:\n");
+    for (int i = 0; i < KV_TYPES; i++) {
+        KVType t = (KVType)i;
+        size_t at = kv_cache_bytes(c, context, t, t), more = kv_cache_bytes(c, context + 1024, t, t) - at;
+        if (kv_type_fits(t, c->head_dim))
+            printf("  %-5s %10.1f MB at context %d, %.1f MB per 1024 positions more\n", kv_type_name(t), at / 1e6, context,
+                   more / 1e6);
+        else
+            printf("  %-5s needs head_dim a multiple of %d\n", kv_type_name(t), QUANT_BLOCK);
     }
 }
 
@@ -206,9 +236,11 @@ static int cmd_info(Args *a) {
            params >= 1e9 ? "B" : "M", bytes / 1e6);
     WeightPlan plan;
     weight_plan(&plan, c, m.stored, m.dtype);
-    size_t kv = kv_cache_bytes(c, m.max_context);
-    printf("memory to run: weights %.1f MB (%s) + KV cache %.1f MB (context %d, f32) = %.1f MB\n", plan.bytes / 1e6,
-           weight_type_name(m.dtype), kv / 1e6, m.max_context, (plan.bytes + kv) / 1e6);
+    size_t kv = kv_cache_bytes(c, m.max_context, m.cache_type_k, m.cache_type_v);
+    printf("memory to run: weights %.1f MB (%s) + KV cache %.1f MB (context %d, keys %s, values %s) = %.1f MB\n",
+           plan.bytes / 1e6, weight_type_name(m.dtype), kv / 1e6, m.max_context, kv_type_name(m.cache_type_k),
+           kv_type_name(m.cache_type_v), (plan.bytes + kv) / 1e6);
+    print_kv_types(c, m.max_context);
     print_prepared(&m, opt.no_prepared, plan.bytes);
     print_formats(c, m.dtype, m.stored);
     model_free(&m);
@@ -237,6 +269,8 @@ static int cmd_prepare(Args *a) {
     const char *path = command_model(a, 0, "");
     if (opt.no_prepared) usage_error(a, "--no-prepared: prepare makes the prepared file");
     if (opt.math != MATH_EXACT) usage_error(a, "--math: the prepared file is the same for every --math");
+    if (opt.cache_type_k != KV_F32 || opt.cache_type_v != KV_F32)
+        usage_error(a, "--cache-type-k/-v: prepare makes no KV cache");
     Model m;
     Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, false, true);
     if (!m.prepared.path) die("no prepared file was written (%s)", m.prepared_note.msg);
@@ -351,7 +385,7 @@ static int cmd_fwd(Args *a) {
     print_top5(last, m.config.vocab_size, tokenizer);
     if (report) {
         ReportRun run = {.command = "fwd", .model = path, .threads = pool_size(m.pool),
-                         .kv_bytes = kv_cache_bytes(&m.config, kv.capacity), .load_seconds = load_seconds,
+                         .kv_bytes = kv_cache_bytes(&m.config, kv.capacity, kv.key_type, kv.value_type), .load_seconds = load_seconds,
                          .prompt_tokens = n, .prompt_seconds = seconds};
         Error e;
         if (report_write(report, report_path, ids, n, &run, &e) != 0) die("%s", e.msg);
@@ -394,19 +428,20 @@ static int cmd_bench(Args *a) {
                    "  -p N                 prompt tokens to prefill (default 128; 0: no prefill test)\n"
                    "  -n N                 tokens to decode (default 64; 0: no decoding test)\n"
                    "  -r N                 repeats (default 3)\n"
-                   "  --depth D            tokens already in the KV cache before each test\n"
+                   "  -d, --depth D        tokens already in the KV cache before each test\n"
                    "                       (default 0), to measure speed at long context\n"
                    "  -m, --model MODEL    the checkpoint, instead of the first argument\n"
                    "  -c, --ctx-size N     context length (default: depth + the larger of -p and -n)\n"
                    "  -t, --threads N      threads (default: one per CPU this process may use)\n"
-                   "  --dtype T, --math M  as for info: bf16, f16, f32, q8 or q4; exact or bf16\n");
+                   "  --dtype T, --math M  as for info: bf16, f16, f32, q8 or q4; exact or bf16\n"
+                   "  -ctk T, -ctv T       the KV cache's keys and values: f32 (default), bf16, q8_0\n");
             return 0;
         }
         if (model_flag(a, &opt)) continue;
         if (is_flag(a, "-p")) b.n_prompt = (int)parse_long(a, "-p", flag_value(a), 0, 1 << 20);
         else if (is_flag(a, "-n")) b.n_gen = (int)parse_long(a, "-n", flag_value(a), 0, 1 << 20);
         else if (is_flag(a, "-r")) b.repeats = (int)parse_long(a, "-r", flag_value(a), 1, 1000);
-        else if (is_flag(a, "--depth")) b.depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
+        else if (is_flag(a, "-d|--depth")) b.depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
         else other_argument(a);
     }
     const char *path = command_model(a, 0, "");
@@ -420,9 +455,9 @@ static int cmd_bench(Args *a) {
         die("depth %d + %d tokens do not fit the context of %d positions: %s", b.depth, most, m.max_context,
             context_advice(advice, sizeof advice, &m, "lower -p, -n or --depth"));
     int threads = pool_size(m.pool);
-    printf("model %s: %s weights%s, %.1f MB, %d thread%s, %s kernels\n", path, weight_type_name(m.dtype),
+    printf("model %s: %s weights%s, %.1f MB, %d thread%s, %s kernels, KV cache %s/%s\n", path, weight_type_name(m.dtype),
            m.math == MATH_BF16 ? " (bf16 arithmetic)" : "", model_weight_bytes(&m) / 1e6, threads, threads == 1 ? "" : "s",
-           kernels_in_use());
+           kernels_in_use(), kv_type_name(m.cache_type_k), kv_type_name(m.cache_type_v));
     double *pp = xmalloc((size_t)b.repeats * sizeof *pp), *tg = xmalloc((size_t)b.repeats * sizeof *tg);
     bench_run(&m, &b, pp, tg, show_repeat, &b);
     if (b.n_prompt) printf("pp%d: %.1f tok/s\n", b.n_prompt, bench_median(pp, b.repeats));
@@ -901,7 +936,8 @@ static int cmd_ppl(Args *a) {
                    "context length) start every S tokens; each scores only the tokens no earlier\n"
                    "window scored, each predicted from the window's tokens before it. A line per\n"
                    "window goes to standard error, the result to standard output:\n"
-                   "  perplexity: P +/- E (N tokens scored, W windows of C tokens, stride S, DTYPE)\n\n"
+                   "  perplexity: P +/- E (N tokens scored, W windows of C tokens, stride S, DTYPE\n"
+                   "  weights[, KV cache K/V when -ctk or -ctv is not f32])\n\n"
                    "flags:\n"
                    "  -f, --file FILE      the text (instead of the argument FILE)\n"
                    "  --stride S           tokens between the starts of windows (default: half\n"
@@ -949,11 +985,99 @@ static int cmd_ppl(Args *a) {
     perplexity_run(&m, ids.ids, (int)ids.n, window, stride, &t, show_window, NULL);
     double seconds = now_seconds() - t0;
     int n_windows = perplexity_windows((int)ids.n, window, stride);
-    printf("perplexity: %.6f +/- %.6f (%ld tokens scored, %d window%s of %d tokens, stride %d, %s weights)\n",
+    char cache[64] = "";
+    if (m.cache_type_k != KV_F32 || m.cache_type_v != KV_F32)
+        snprintf(cache, sizeof cache, ", KV cache %s/%s", kv_type_name(m.cache_type_k), kv_type_name(m.cache_type_v));
+    printf("perplexity: %.6f +/- %.6f (%ld tokens scored, %d window%s of %d tokens, stride %d, %s weights%s)\n",
            perplexity_value(&t), perplexity_error(&t), t.n_scored, n_windows, n_windows == 1 ? "" : "s", window, stride,
-           weight_type_name(m.dtype));
+           weight_type_name(m.dtype), cache);
     fprintf(stderr, "%zu tokens in %.2f s\n", ids.n, seconds);
     token_ids_free(&ids);
+    model_free(&m);
+    tokenizer_free(tokenizer);
+    return 0;
+}
+
+/* ---- embed ---- */
+
+/* The vectors of the texts (or token ids) given: the engine runs them in
+ * waves of up to 8 at once, each wave's prompts sharing forward passes. */
+static int cmd_embed(Args *a) {
+    bool json = false, as_ids = false;
+    ModelOptions opt = {0};
+    for (a->i = 1; a->i < a->argc; a->i++) {
+        if (is_flag(a, "-h|--help")) {
+            printf("usage: run embed MODEL TEXT... [flags]\n\n"
+                   "Prints a vector for each TEXT ('-': standard input): the final norm's output\n"
+                   "for its tokens, pooled as the checkpoint's sentence-transformers files say\n"
+                   "(modules.json and the Pooling module's config.json: the last token, the mean\n"
+                   "of the tokens or the first (CLS) token; a Normalize module: scaled to length\n"
+                   "1). Without modules.json: the last token's, normalised. The texts run at once,\n"
+                   "batched into shared forward passes. One vector per line, its numbers\n"
+                   "separated by spaces, or JSON with --json.\n\n"
+                   "flags:\n"
+                   "  --json               {\"pooling\", \"normalized\", \"data\": [{\"index\", \"tokens\",\n"
+                   "                       \"embedding\"}]}\n"
+                   "  --ids                each TEXT is token ids (\"9707,11,1879\"), not text\n"
+                   "%s",
+                   model_flags_help);
+            return 0;
+        }
+        if (model_flag(a, &opt)) continue;
+        if (is_flag(a, "--json")) no_value(a), json = true;
+        else if (is_flag(a, "--ids")) no_value(a), as_ids = true;
+        else other_argument(a);
+    }
+    const char *path = command_model(a, a->argc, "");
+    const char **texts = a->operands;
+    int n = a->n_operands;
+    if (n == 0) usage_error(a, "TEXT is missing");
+    Error e;
+    Pooling pooling;
+    if (pooling_load(&pooling, path, &e) != 0) die("%s", e.msg);
+    Model m;
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, true, true);
+    GenerationConfig settings;
+    if (generation_config_load(&settings, path, &m.config, -1, &e) != 0) die("%s", e.msg);
+    /* Each input's tokens, checked against the vocabulary and the context. */
+    TokenIds *inputs = xcalloc((size_t)n, sizeof *inputs);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(texts[i]);
+        char *text = strcmp(texts[i], "-") == 0 ? console_read_all(&len) : NULL;
+        if (as_ids) {
+            int count, *ids = parse_ids(a, "--ids", text ? text : texts[i], &count);
+            checkpoint_check_tokens(&m, ids, (size_t)count);
+            inputs[i] = (TokenIds){.ids = ids, .n = (size_t)count, .cap = (size_t)count};
+        } else {
+            warn_invalid_utf8(tokenizer_encode(tokenizer, text ? text : texts[i], len, ENCODE_PROMPT, &inputs[i]));
+        }
+        free(text);
+        if (inputs[i].n == 0) die("text %d has no tokens: there is nothing to embed", i + 1);
+        char advice[160];
+        if ((int)inputs[i].n > m.max_context)
+            die("text %d is %zu tokens, longer than the context of %d positions: %s", i + 1, inputs[i].n, m.max_context,
+                context_advice(advice, sizeof advice, &m, "shorten it"));
+    }
+    int wave = n < 8 ? n : 8, dim = m.config.dim;
+    Engine *engine = engine_start(&m, tokenizer, &(EngineOptions){.slots = wave, .queue = 0, .defaults = settings});
+    float *vectors = xmalloc((size_t)n * dim * sizeof(float));
+    EmbedOutcome done = embed_run(vectors, engine, inputs, n, wave, dim, &pooling, &settings, NULL, NULL);
+    engine_stop(engine);
+    engine_free(engine);
+    if (done != EMBED_DONE) die("the engine did not run the texts");
+    /* One line per vector, or one JSON object. */
+    if (json)
+        printf("{\"pooling\":\"%s\",\"normalized\":%s,\"data\":[", pooling_name(pooling.mode),
+               pooling.normalize ? "true" : "false");
+    for (int i = 0; i < n; i++) {
+        if (json) printf("%s{\"index\":%d,\"tokens\":%zu,\"embedding\":[", i ? "," : "", i, inputs[i].n);
+        for (int d = 0; d < dim; d++) printf("%s%.9g", d == 0 ? "" : json ? "," : " ", vectors[(size_t)i * dim + d]);
+        printf(json ? "]}" : "\n");
+    }
+    if (json) printf("]}\n");
+    for (int i = 0; i < n; i++) token_ids_free(&inputs[i]);
+    free(inputs);
+    free(vectors);
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;
@@ -1044,13 +1168,14 @@ static int cmd_serve(Args *a) {
             printf("usage: run serve MODEL [flags]\n\n"
                    "Serves the model over HTTP with an OpenAI-style API: POST /v1/chat/completions\n"
                    "(the checkpoint's chat template, as chat uses it), POST /v1/completions,\n"
-                   "GET /v1/models, GET /health, POST /tokenize and POST /detokenize. Requests\n"
-                   "run at once in --parallel slots, batched into one forward pass per step; a\n"
-                   "slot keeps its KV cache, and a request whose prompt starts like a slot's last\n"
-                   "one computes only the rest. One line per request is logged on standard\n"
-                   "error; GET /metrics (Prometheus), GET /props. SIGTERM or SIGINT drains it:\n"
-                   "no new requests, /health says draining, the replies under way finish, exit\n"
-                   "status 0.\n\n"
+                   "POST /v1/embeddings (pooled as 'run embed' does), GET /v1/models,\n"
+                   "GET /health, POST /tokenize and POST /detokenize; GET / is a chat page for a\n"
+                   "browser. Requests run at once in --parallel slots, batched into one forward\n"
+                   "pass per step; a slot keeps its KV cache, and a request whose prompt starts\n"
+                   "like a slot's last one computes only the rest. One line per request is\n"
+                   "logged on standard error; GET /metrics (Prometheus), GET /props. SIGTERM or\n"
+                   "SIGINT drains it: no new requests, /health says draining, the replies under\n"
+                   "way finish, exit status 0.\n\n"
                    "flags:\n"
                    "  --host ADDR          the address to listen on (default 127.0.0.1: this\n"
                    "                       machine only; 0.0.0.0 for every interface)\n"
@@ -1128,6 +1253,10 @@ static int cmd_serve(Args *a) {
     if (!has_template) warn("%s; /v1/chat/completions answers 400", e.msg);
     char *name = model_name(path);
     so.model_name = name;
+    Pooling pooling;
+    Error no_pooling;
+    if (pooling_load(&pooling, path, &no_pooling) == 0) so.pooling = &pooling;
+    else warn("%s; /v1/embeddings answers 400", no_pooling.msg), so.no_pooling = no_pooling.msg;
     int rc = server_run(&m, tokenizer, has_template ? &template : NULL, &so, &e);
     if (has_template) chat_template_free(&template);
     free(name);
@@ -1154,6 +1283,7 @@ static const Command commands[] = {
     {"gen", cmd_gen, "continue a prompt: stream generated text"},
     {"chat", cmd_chat, "chat with an instruction-tuned model"},
     {"ppl", cmd_ppl, "the perplexity of a text file (sliding windows)"},
+    {"embed", cmd_embed, "print the embedding vector of each text"},
     {"template", cmd_template, "print the text a chat template makes of a conversation"},
     {"serve", cmd_serve, "serve the model over HTTP (an OpenAI-style API)"},
     {"bench", cmd_bench, "time prefill and decoding (tokens per second)"},

@@ -75,8 +75,8 @@ void metrics_write(Buf *out, Metrics *m, const MetricsLoad *load) {
     for (int i = 0; i < m->n_requests; i++)
         buf_printf(out, "run_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n", m->requests[i].endpoint,
                    m->requests[i].status, m->requests[i].n);
-    family(out, "run_prompt_tokens_total", "counter", "Prompt tokens of completions, cached ones included.",
-           (double)m->prompt_tokens);
+    family(out, "run_prompt_tokens_total", "counter",
+           "Prompt tokens of completions (cached ones included) and of embeddings' inputs.", (double)m->prompt_tokens);
     family(out, "run_cached_prompt_tokens_total", "counter", "Prompt tokens found in a slot's cache (not computed).",
            (double)m->cached_tokens);
     family(out, "run_generated_tokens_total", "counter", "Tokens generated (an end token too).",

@@ -45,7 +45,8 @@ void metrics_free(Metrics *m);
 
 /* One answered request: its endpoint (a static string) and status. */
 void metrics_request(Metrics *m, const char *endpoint, int status);
-/* One completion's tokens: its prompt, those of them found in the cache, those generated. */
+/* One request's tokens: its prompt (a completion's, or an embeddings request's inputs), those of
+ * them found in the cache, those generated. */
 void metrics_tokens(Metrics *m, int prompt, int cached, int generated);
 void metrics_first_token(Metrics *m, double seconds);
 void metrics_token_gap(Metrics *m, double seconds);

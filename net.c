@@ -360,18 +360,25 @@ static size_t rows_before(const Config *c, int capacity, int ring, int l) {
     return rows;
 }
 
-size_t kv_cache_bytes(const Config *c, int capacity) {
-    size_t n = 2 * sizeof(float);
+/* Bytes of the keys (or the values) of a cache of `capacity` positions held as t. */
+static size_t kv_half_bytes(const Config *c, int capacity, KVType t) {
+    size_t n = kv_row_bytes(t, c->head_dim);
     if (mul_size(n, rows_before(c, capacity, kv_cache_ring(c, capacity), c->n_layers), &n) ||
-        mul_size(n, (size_t)c->n_kv_heads, &n) || mul_size(n, (size_t)c->head_dim, &n))
+        mul_size(n, (size_t)c->n_kv_heads, &n))
         return SIZE_MAX;
     return n;
 }
 
+size_t kv_cache_bytes(const Config *c, int capacity, KVType key_type, KVType value_type) {
+    size_t keys = kv_half_bytes(c, capacity, key_type), values = kv_half_bytes(c, capacity, value_type);
+    return keys < SIZE_MAX - values ? keys + values : SIZE_MAX;
+}
+
 void kv_cache_init(KVCache *kv, const Model *m, int capacity) {
-    size_t floats = kv_cache_bytes(&m->config, capacity) / 2 / sizeof(float);
-    kv->keys = xcalloc(floats, sizeof(float));
-    kv->values = xcalloc(floats, sizeof(float));
+    kv->key_type = m->cache_type_k;
+    kv->value_type = m->cache_type_v;
+    kv->keys = xcalloc(kv_half_bytes(&m->config, capacity, kv->key_type), 1);
+    kv->values = xcalloc(kv_half_bytes(&m->config, capacity, kv->value_type), 1);
     kv->capacity = capacity;
     kv->ring = kv_cache_ring(&m->config, capacity);
 }
@@ -414,7 +421,7 @@ static void alloc_state(Model *m) {
         s->local_sin = xcalloc_aligned(T * c->head_dim / 2, sizeof(float));
         rope_frequencies(s->local_inv_freq, c, true);
     }
-    s->scratch_floats = attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK);
+    s->scratch_floats = attend_scratch_floats(c->n_heads / c->n_kv_heads, ATTEND_QUERY_BLOCK, c->head_dim);
     s->scratch = xcalloc_aligned((size_t)pool_size(m->pool) * s->scratch_floats, sizeof(float));
     s->logits_rows = 1;
     s->logits = xcalloc_aligned((size_t)c->vocab_size, sizeof(float));
@@ -489,11 +496,11 @@ static int choose_dtype(DTypeChoice choice, WeightType stored, WeightType *out, 
 static int check_memory(const Model *m, WeightType stored, Error *e) {
     WeightPlan plan;
     weight_plan(&plan, &m->config, stored, m->dtype);
-    size_t kv = kv_cache_bytes(&m->config, m->max_context), limit = memory_limit();
+    size_t kv = kv_cache_bytes(&m->config, m->max_context, m->cache_type_k, m->cache_type_v), limit = memory_limit();
     if (plan.bytes < limit && kv < limit - plan.bytes) return 0;
-    return fail(e, "the weights take %.1f GB as %s and the KV cache %.1f GB (context %d): more than the %.1f GB this machine "
-                "can hold", (double)plan.bytes / 1e9, weight_type_name(m->dtype), (double)kv / 1e9, m->max_context,
-                (double)limit / 1e9);
+    return fail(e, "the weights take %.1f GB as %s and the KV cache %.1f GB (context %d, keys %s, values %s): more than the "
+                "%.1f GB this machine can hold", (double)plan.bytes / 1e9, weight_type_name(m->dtype), (double)kv / 1e9,
+                m->max_context, kv_type_name(m->cache_type_k), kv_type_name(m->cache_type_v), (double)limit / 1e9);
 }
 
 int model_open(Model *m, const char *model, const ModelOptions *opt, Error *e) {
@@ -511,10 +518,15 @@ int model_open(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     m->weights_path = path;
 
     m->max_context = opt->context ? opt->context : (c->max_pos < DEFAULT_CONTEXT ? c->max_pos : DEFAULT_CONTEXT);
-    size_t kv = kv_cache_bytes(c, m->max_context);
+    m->cache_type_k = opt->cache_type_k;
+    m->cache_type_v = opt->cache_type_v;
+    size_t kv = kv_cache_bytes(c, m->max_context, m->cache_type_k, m->cache_type_v);
     const Tensor *embed = NULL;
     if (m->max_context < 1 || m->max_context > c->max_pos)
         rc = fail(e, "a context of %d positions is outside [1, %d] (max_position_embeddings)", m->max_context, c->max_pos);
+    else if (!kv_type_fits(m->cache_type_k, c->head_dim) || !kv_type_fits(m->cache_type_v, c->head_dim))
+        rc = fail(e, "a q8_0 KV cache needs head_dim to be a multiple of %d (blocks of %d values); this model's is %d: "
+                  "use f32 or bf16", QUANT_BLOCK, QUANT_BLOCK, c->head_dim);
     else if (kv > memory_limit() / 2)
         rc = fail(e, "a KV cache for a context of %d positions takes %.1f GB, more than this machine can hold",
                   m->max_context, kv == SIZE_MAX ? INFINITY : (double)kv / 1e9);
@@ -679,19 +691,20 @@ static void rope_rotate(float *v, int n_heads, int head_dim, const float *cos_, 
     }
 }
 
-/* The first of a cache's rows for layer l, key/value head h:
- * [layer_rows][head_dim]. */
-static float *cache_head(const Model *m, float *cache, const KVCache *kv, int l, int h) {
+/* The first of a cache's rows (keys or values, held as t) for layer l,
+ * key/value head h: layer_rows rows of head_dim values. */
+static void *cache_head(const Model *m, void *cache, KVType t, const KVCache *kv, int l, int h) {
     const Config *c = &m->config;
     size_t rows = rows_before(c, kv->capacity, kv->ring, l) * c->n_kv_heads + (size_t)h * layer_rows(c, kv->capacity, kv->ring, l);
-    return cache + rows * c->head_dim;
+    return (char *)cache + rows * kv_row_bytes(t, c->head_dim);
 }
 
 /* How layer l's queries look back over a cache (kernels.h). */
 static AttendSpec attend_spec(const Config *c, const KVCache *kv, int l) {
     bool sliding = layer_is_sliding(c, l);
     return (AttendSpec){.scale = c->attn_scale, .softcap = c->attn_softcap, .window = sliding ? c->sliding_window : 0,
-                        .rows = layer_rows(c, kv->capacity, kv->ring, l)};
+                        .rows = layer_rows(c, kv->capacity, kv->ring, l), .key_type = kv->key_type,
+                        .value_type = kv->value_type};
 }
 
 /* Shows a probe one step: rows[n][width] of a single-chunk pass. */
@@ -733,14 +746,15 @@ static void attention_task(void *arg, int thread, int n_threads) {
         int n_q = ch->n_tokens - first < ATTEND_QUERY_BLOCK ? ch->n_tokens - first : ATTEND_QUERY_BLOCK;
         size_t at = (size_t)(token0 + first) * ld + (size_t)h * group * hd;
         AttendSpec spec = attend_spec(c, ch->cache, job->layer);
-        attend(s->att + at, s->q + at, ld, n_q, ch->pos + first, cache_head(m, ch->cache->keys, ch->cache, job->layer, h),
-               cache_head(m, ch->cache->values, ch->cache, job->layer, h), group, hd, &spec, scratch);
+        const KVCache *kv = ch->cache;
+        attend(s->att + at, s->q + at, ld, n_q, ch->pos + first, cache_head(m, kv->keys, kv->key_type, kv, job->layer, h),
+               cache_head(m, kv->values, kv->value_type, kv, job->layer, h), group, hd, &spec, scratch);
     }
 }
 
 /* For a probe: each head's attention weights, as the definition has them -
- * softmax over the keys the query sees of cap(q . k_t * scale); 0 for
- * those before a sliding layer's window. */
+ * softmax over the keys the query sees (as the cache holds them) of
+ * cap(q . k_t * scale); 0 for those before a sliding layer's window. */
 static void show_attention(const Model *m, const Batch *b, int l) {
     const Probe *p = m->probe;
     if (!p || !p->attention || b->n_chunks != 1 || b->chunks[0].pos >= p->attention_until) return;
@@ -748,16 +762,18 @@ static void show_attention(const Model *m, const Batch *b, int l) {
     const Chunk *ch = &b->chunks[0];
     AttendSpec spec = attend_spec(c, ch->cache, l);
     int hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
-    float *probs = xmalloc((size_t)(ch->pos + ch->n_tokens) * sizeof(float));
+    float *probs = xmalloc((size_t)(ch->pos + ch->n_tokens) * sizeof(float)), *key = xmalloc((size_t)hd * sizeof(float));
+    size_t row_bytes = kv_row_bytes(spec.key_type, hd);
     for (int i = 0; i < ch->n_tokens && ch->pos + i < p->attention_until; i++)
         for (int h = 0; h < c->n_heads; h++) {
             const float *q = m->state.q + ((size_t)i * c->n_heads + h) * hd;
-            const float *keys = cache_head(m, ch->cache->keys, ch->cache, l, h / group);
+            const char *keys = cache_head(m, ch->cache->keys, spec.key_type, ch->cache, l, h / group);
             int query = ch->pos + i, first = spec.window && query >= spec.window ? query - spec.window + 1 : 0;
             for (int t = 0; t < first; t++) probs[t] = 0;
             for (int t = first; t <= query; t++) {
                 double dot = 0;
-                for (int j = 0; j < hd; j++) dot += (double)q[j] * keys[(size_t)(t % spec.rows) * hd + j];
+                kv_rows_load(key, spec.key_type, keys + (size_t)(t % spec.rows) * row_bytes, (size_t)hd);
+                for (int j = 0; j < hd; j++) dot += (double)q[j] * key[j];
                 float score = (float)(dot * spec.scale);
                 probs[t] = spec.softcap > 0 ? spec.softcap * tanhf(score / spec.softcap) : score;
             }
@@ -765,6 +781,7 @@ static void show_attention(const Model *m, const Batch *b, int l) {
             p->attention(p->ctx, l, h, query, probs);
         }
     free(probs);
+    free(key);
 }
 
 /* A norm of each row of s->out when the architecture has one (gemma3's
@@ -792,7 +809,7 @@ static void attention_block(Model *m, const Batch *b, int l) {
     /* Qwen3 and Gemma 3 normalise each head of q and k; then both are
      * rotated by their position (gemma3's sliding layers at their own
      * frequencies), and the keys and values join their sequence's cache
-     * (a sliding layer's ring: position p in row p % ring). */
+     * in its formats (a sliding layer's ring: position p in row p % ring). */
     bool local = layer_is_sliding(c, l) && s->local_inv_freq;
     const float *cos_ = local ? s->local_cos : s->rope_cos, *sin_ = local ? s->local_sin : s->rope_sin;
     int i = 0;
@@ -806,9 +823,11 @@ static void attention_block(Model *m, const Batch *b, int l) {
             rope_rotate(q, c->n_heads, hd, cos_ + (size_t)i * (hd / 2), sin_ + (size_t)i * (hd / 2));
             rope_rotate(k, c->n_kv_heads, hd, cos_ + (size_t)i * (hd / 2), sin_ + (size_t)i * (hd / 2));
             for (int h = 0; h < c->n_kv_heads; h++) {
-                size_t at = (size_t)((ch->pos + t) % rows) * hd;
-                memcpy(cache_head(m, ch->cache->keys, ch->cache, l, h) + at, k + h * hd, (size_t)hd * sizeof(float));
-                memcpy(cache_head(m, ch->cache->values, ch->cache, l, h) + at, v + h * hd, (size_t)hd * sizeof(float));
+                const KVCache *kv = ch->cache;
+                size_t row = (size_t)((ch->pos + t) % rows);
+                char *key = cache_head(m, kv->keys, kv->key_type, kv, l, h), *value = cache_head(m, kv->values, kv->value_type, kv, l, h);
+                kv_row_store(key + row * kv_row_bytes(kv->key_type, hd), kv->key_type, k + h * hd, hd);
+                kv_row_store(value + row * kv_row_bytes(kv->value_type, hd), kv->value_type, v + h * hd, hd);
             }
         }
     }

@@ -1,6 +1,7 @@
 /* net.h - the transformer: its weights (mapped from the prepared file that
  * holds them in the layouts the products read, or laid out in memory from
- * the mapped checkpoint), the KV cache of a sequence, and the forward pass.
+ * the mapped checkpoint), the KV cache of a sequence (keys and values in f32,
+ * or rounded to bf16 or q8_0 as they are written), and the forward pass.
  *
  * One forward pass serves every use: a prompt (a block of tokens of one
  * sequence), a single decoding step, or a batch of several sequences at once
@@ -44,13 +45,15 @@ typedef struct {
 } TransformerWeights;
 
 /* The keys and values of one sequence's past tokens: what attention looks
- * back at. Layer after layer, each [n_kv_heads][rows][head_dim]: a full
- * layer has a row per position (rows = capacity), a sliding layer only a
- * ring of rows = ring (position p in row p % ring), enough for its window
- * and the tokens of one forward pass. */
+ * back at. Layer after layer, each [n_kv_heads][rows] rows of head_dim
+ * values in the cache's format (kernels.h: f32, bf16 or q8_0, rounded as
+ * they are written): a full layer has a row per position (rows =
+ * capacity), a sliding layer only a ring of rows = ring (position p in row
+ * p % ring), enough for its window and the tokens of one forward pass. */
 typedef struct {
-    float *keys;               /* the layers' rows, one after the other */
-    float *values;             /* the same */
+    void *keys;                /* the layers' rows, one after the other */
+    void *values;              /* the same */
+    KVType key_type, value_type; /* their formats */
     int capacity;              /* positions it holds */
     int ring;                  /* rows of a sliding layer (capacity when its window does not save any) */
 } KVCache;
@@ -84,6 +87,7 @@ typedef struct {
     DTypeChoice dtype;         /* the format of the big matrices */
     MathMode math;             /* MATH_BF16: bf16 weights times activations rounded to bf16 */
     bool no_prepared;          /* lay the matrices out in memory at each load: no prepared file (prepared.h) */
+    KVType cache_type_k, cache_type_v; /* the KV caches' formats (KV_F32: exact, the default) */
     /* While a prepared file is being made: told its path and the fraction
      * written so far, after each matrix. May be NULL. */
     void (*progress)(void *ctx, const char *path, double done);
@@ -135,6 +139,7 @@ typedef struct {
     WeightType dtype;          /* format of the big matrices */
     WeightType stored;         /* their format in the checkpoint */
     MathMode math;             /* how bf16 matrices multiply */
+    KVType cache_type_k, cache_type_v; /* the format of the keys and values of its KV caches */
     SafeTensors st;            /* the mapped checkpoint */
     char *weights_path;        /* its model.safetensors (or index) */
     PreparedFile prepared;     /* the mapped prepared file the matrices are views into, if any */
@@ -173,9 +178,11 @@ typedef struct {
 void weight_plan(WeightPlan *p, const Config *c, WeightType stored, WeightType type);
 
 /* Bytes of the weights as run, and of a KV cache of `capacity` positions
- * (every full layer's rows, a ring per sliding layer). */
+ * (every full layer's rows, a ring per sliding layer) with keys and values
+ * held as key_type and value_type (SIZE_MAX if that is more than memory
+ * can address). */
 size_t model_weight_bytes(const Model *m);
-size_t kv_cache_bytes(const Config *c, int capacity);
+size_t kv_cache_bytes(const Config *c, int capacity, KVType key_type, KVType value_type);
 
 /* The rows of a sliding layer's ring in a cache of `capacity` positions:
  * its window and the tokens of a forward pass, rounded up to whole key
@@ -187,7 +194,8 @@ int kv_cache_ring(const Config *c, int capacity);
  * no longer holds the window before position keep. */
 int kv_cache_reusable(const Model *m, const KVCache *kv, int filled, int keep);
 
-/* A KV cache for capacity (<= m->max_context) positions; free with kv_cache_free. */
+/* A KV cache for capacity (<= m->max_context) positions, in the model's
+ * formats (m->cache_type_k, m->cache_type_v); free with kv_cache_free. */
 void kv_cache_init(KVCache *kv, const Model *m, int capacity);
 void kv_cache_free(KVCache *kv);
 

@@ -1,4 +1,5 @@
-/* sampler.c - from logits to the next token: the repetition penalty, then
+/* sampler.c - from logits to the next token: the logit bias and the
+ * penalties (repetition; OpenAI's presence and frequency), then
  * argmax, or temperature, top-k, top-p and min-p followed by a draw.
  *
  * The steps and their order are Hugging Face's (a logits processor, then the
@@ -42,6 +43,7 @@ struct Sampler {
     int *counts;                   /* [vocab_size] times each id was generated (presence/frequency) */
     SamplerTrace *trace;           /* filled at each step when not NULL */
     const uint64_t *mask;          /* [vocab_size bits] the tokens allowed, or NULL: all */
+    LogitBias *bias;               /* [cfg.n_bias] the sampler's copy of cfg.bias */
     float *stage_logits;           /* [SAMPLER_MAX_STAGES][vocab_size] with a trace: each stage's
                                       logits (-inf for tokens out of the running), for chosen_prob */
     double stage_max[SAMPLER_MAX_STAGES], stage_sum[SAMPLER_MAX_STAGES];  /* their max and sum of exp(x - max) */
@@ -61,6 +63,10 @@ int sampler_check_config(const SamplerConfig *cfg, Error *e) {
         return fail(e, "presence penalty must be in [-2, 2] (0 = off), got %g", cfg->presence_penalty);
     if (!(cfg->frequency_penalty >= -2 && cfg->frequency_penalty <= 2))
         return fail(e, "frequency penalty must be in [-2, 2] (0 = off), got %g", cfg->frequency_penalty);
+    if (cfg->n_bias < 0 || (cfg->n_bias > 0 && !cfg->bias)) return fail(e, "the logit bias list is broken");
+    for (int i = 0; i < cfg->n_bias; i++)
+        if (!(cfg->bias[i].bias >= -100 && cfg->bias[i].bias <= 100))
+            return fail(e, "a logit bias must be in [-100, 100], got %g", cfg->bias[i].bias);
     return 0;
 }
 
@@ -73,6 +79,11 @@ Sampler *sampler_new(const SamplerConfig *cfg, int vocab_size, Error *e) {
         fail(e, "vocabulary size must be positive, got %d", vocab_size);
         return NULL;
     }
+    for (int i = 0; i < cfg->n_bias; i++)
+        if (cfg->bias[i].id < 0 || cfg->bias[i].id >= vocab_size) {
+            fail(e, "logit bias for token %d, outside the vocabulary of %d", cfg->bias[i].id, vocab_size);
+            return NULL;
+        }
     Sampler *s = xcalloc(1, sizeof *s);
     s->cfg = *cfg;
     s->vocab_size = vocab_size;
@@ -82,6 +93,9 @@ Sampler *sampler_new(const SamplerConfig *cfg, int vocab_size, Error *e) {
     s->heap = xcalloc(top_k_on(s) ? (size_t)cfg->top_k : 0, sizeof *s->heap);
     s->penalized = xcalloc((size_t)vocab_size, 1);
     s->counts = xcalloc((size_t)vocab_size, sizeof *s->counts);
+    s->bias = xmalloc(((size_t)cfg->n_bias + 1) * sizeof *s->bias);
+    if (cfg->n_bias) memcpy(s->bias, cfg->bias, (size_t)cfg->n_bias * sizeof *s->bias);
+    s->cfg.bias = s->bias;
     return s;
 }
 
@@ -92,11 +106,18 @@ void sampler_free(Sampler *s) {
     free(s->heap);
     free(s->penalized);
     free(s->counts);
+    free(s->bias);
     free(s->stage_logits);
     free(s);
 }
 
-/* ---- repetition penalty and greedy ---- */
+/* ---- logit bias, penalties and greedy ---- */
+
+/* OpenAI's logit_bias: each entry's value added to its token's logit (a
+ * token the mask ruled out stays at -inf). */
+static void apply_bias(const Sampler *s, float *logits) {
+    for (int i = 0; i < s->cfg.n_bias; i++) logits[s->bias[i].id] += s->bias[i].bias;
+}
 
 /* HF's rule: every distinct id of the context has its logit divided by the
  * penalty when positive and multiplied by it when negative (so a penalty > 1
@@ -389,10 +410,12 @@ size_t sampler_candidates(Sampler *s, float *logits, const int *context, size_t 
     record_stage(s, "model", logits, NULL, vocab);
     if (s->mask) apply_mask(s, logits);
 
-    /* The penalties are logits processors: HF applies them before greedy too. */
+    /* The bias and the penalties are logits processors: HF applies them
+     * before greedy too. */
+    apply_bias(s, logits);
     apply_repetition_penalty(s, logits, context, n_context);
     apply_openai_penalties(s, logits, context + n_context - n_generated, n_generated);
-    if (cfg->repeat_penalty != 1 || cfg->presence_penalty != 0 || cfg->frequency_penalty != 0)
+    if (cfg->n_bias || cfg->repeat_penalty != 1 || cfg->presence_penalty != 0 || cfg->frequency_penalty != 0)
         record_stage(s, "penalties", logits, NULL, vocab);
     if (cfg->temperature == 0) {
         int best = argmax(logits, s->vocab_size);

@@ -1,7 +1,7 @@
 /* sampler.h - turns one step's logits into the next token id, the way
  * Hugging Face transformers' `generate` does it:
  *
- *   penalties, then either argmax (temperature 0) or
+ *   logit bias, penalties, then either argmax (temperature 0) or
  *   temperature -> top-k -> top-p -> min-p -> a draw from what remains,
  *
  * with a seeded random generator of our own, so that a seed gives the same
@@ -41,6 +41,12 @@ int top_indices(int *ids, int k, const float *x, int n);
 
 /* ---- the sampler ---- */
 
+/* One entry of OpenAI's logit_bias: added to a token's logit. */
+typedef struct {
+    int id;
+    float bias;             /* in [-100, 100]; -100 all but bans the token, 100 all but forces it */
+} LogitBias;
+
 /* The settings, as the user gives them. */
 typedef struct {
     double temperature;     /* 0 = greedy (argmax); else >= 1e-6, logits are divided by it */
@@ -57,6 +63,8 @@ typedef struct {
     double frequency_penalty;  /* in [-2, 2], OpenAI's: subtracted once per time a
                                   token was generated so far; 0 = off */
     uint64_t seed;          /* seeds the random generator */
+    const LogitBias *bias;  /* [n_bias] added to the logits first (sampler_new copies them) */
+    int n_bias;
 } SamplerConfig;
 
 /* A token still in the running after the filters. */
@@ -75,7 +83,7 @@ enum { SAMPLER_TRACE_TOP = 10, SAMPLER_MAX_STAGES = 6 };
 /* The most probable tokens of one stage's distribution (the softmax of the
  * logits at that point), most probable first. */
 typedef struct {
-    const char *name;       /* "model", "penalties", "temperature", "top-k", "top-p", "min-p" */
+    const char *name;       /* "model", "penalties" (with the logit bias), "temperature", "top-k", "top-p", "min-p" */
     int n;                  /* entries in ids and probs (fewer when fewer tokens are left) */
     int ids[SAMPLER_TRACE_TOP];
     float probs[SAMPLER_TRACE_TOP];
@@ -97,7 +105,7 @@ void sampler_set_trace(Sampler *s, SamplerTrace *trace);
 
 /* Constrained decoding's hook: with a mask, only the tokens whose bit is
  * set (mask[id / 64] >> (id % 64) & 1) can be chosen; every other logit is
- * made -inf before the penalties and filters. The mask is read by each
+ * made -inf before the bias, the penalties and the filters. The mask is read by each
  * later sampler_sample / sampler_candidates and must stay valid until
  * removed (NULL). It must allow at least one token. */
 void sampler_set_mask(Sampler *s, const uint64_t *mask);
@@ -107,7 +115,8 @@ void sampler_set_mask(Sampler *s, const uint64_t *mask);
 int sampler_check_config(const SamplerConfig *cfg, Error *e);
 
 /* A sampler for a vocabulary of vocab_size tokens, seeded with cfg->seed, or
- * NULL with the reason in e when cfg does not pass sampler_check_config. */
+ * NULL with the reason in e when cfg does not pass sampler_check_config or
+ * a bias names a token outside the vocabulary. */
 Sampler *sampler_new(const SamplerConfig *cfg, int vocab_size, Error *e);
 void sampler_free(Sampler *s);
 

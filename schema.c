@@ -44,6 +44,7 @@ typedef struct {
 
 typedef struct {
     const JsonValue *root;
+    const char *prefix;  /* of the rules' names: <prefix>1, <prefix>2, ... */
     Text rules;          /* the finished rules */
     int n_rules;
     RefRule *refs;       /* $ref targets given a rule already */
@@ -70,7 +71,7 @@ static int new_rule(Gen *g) { return ++g->n_rules; }
 
 /* Adds "rN ::= body" to the grammar. */
 static int add_rule(Gen *g, int rule, const Text *body) {
-    put(&g->rules, "r%d ::= %s\n", rule, body->n ? body->p : "\"\"");
+    put(&g->rules, "%s%d ::= %s\n", g->prefix, rule, body->n ? body->p : "\"\"");
     if (g->rules.n > SCHEMA_MAX_GRAMMAR) return gen_fail(g, "the schema makes too large a grammar (over %d bytes)", SCHEMA_MAX_GRAMMAR);
     return 0;
 }
@@ -698,13 +699,13 @@ static int gen_array(Gen *g, const JsonValue *s, Text *body) {
     const JsonValue *items = json_get(s, "items");
     const JsonValue *unique = json_get(s, "uniqueItems");
     if (unique && !(unique->type == JSON_BOOL && !unique->boolean)) return gen_fail(g, "uniqueItems is not supported");
-    char item[24] = "value";
+    char item[48] = "value";
     if (items) {
         if (items->type == JSON_BOOL && !items->boolean) max = 0;
         else if (items->type != JSON_BOOL) {
             int rule;
             if (sub_rule(g, items, "/items", &rule) != 0) return -1;
-            snprintf(item, sizeof item, "r%d", rule);
+            snprintf(item, sizeof item, "%s%d", g->prefix, rule);
         }
     }
     if (max >= 0 && max < min) return gen_fail(g, "items: false with minItems above 0 allows nothing");
@@ -761,7 +762,7 @@ static int gen_other_key(Gen *g, const JsonMember **names, int n, size_t depth, 
         if (rc != 0) return free(body.p), -1;
         put(&body, " | \"");
         put_gbnf_chars(&body, (const char *)&c, 1);
-        put(&body, "\" r%d", child);
+        put(&body, "\" %s%d", g->prefix, child);
     }
     int rc = add_rule(g, rule, &body);
     free(body.p);
@@ -829,29 +830,30 @@ static int gen_object(Gen *g, const JsonValue *s, Text *body) {
             if (i < n && value_rule[i] >= 0) {
                 put_json_string(&member, members[i]->key, members[i]->key_len);
                 Text lit = {0};
-                put(&lit, "\"%s\" ws \":\" ws r%d ws", member.p, value_rule[i]);
+                put(&lit, "\"%s\" ws \":\" ws %s%d ws", member.p, g->prefix, value_rule[i]);
                 free(member.p);
                 member = lit;
             }
-            char extra_member[96], extra_name[24];
-            snprintf(extra_name, sizeof extra_name, extra_value ? "r%d" : "value", extra_value);
-            snprintf(extra_member, sizeof extra_member, "\"\\\"\" r%d ws \":\" ws %s ws", extra_key, extra_name);
+            char extra_member[160], extra_name[48];
+            if (extra_value) snprintf(extra_name, sizeof extra_name, "%s%d", g->prefix, extra_value);
+            else snprintf(extra_name, sizeof extra_name, "value");
+            snprintf(extra_member, sizeof extra_member, "\"\\\"\" %s%d ws \":\" ws %s ws", g->prefix, extra_key, extra_name);
             one.n = 0;
             if (i == n) put(&one, extras ? "(%s (\",\" ws %s)*)?" : "\"\"", extra_member, extra_member);
-            else if (value_rule[i] < 0) put(&one, "r%d", first + i + 1);
-            else if (needed[i]) put(&one, "%s r%d", member.p, after + i + 1);
-            else put(&one, "%s r%d | r%d", member.p, after + i + 1, first + i + 1);
+            else if (value_rule[i] < 0) put(&one, "%s%d", g->prefix, first + i + 1);
+            else if (needed[i]) put(&one, "%s %s%d", member.p, g->prefix, after + i + 1);
+            else put(&one, "%s %s%d | %s%d", member.p, g->prefix, after + i + 1, g->prefix, first + i + 1);
             if (rc == 0) rc = add_rule(g, first + i, &one);
             one.n = 0;
             if (i == n) put(&one, extras ? "(\",\" ws %s)*" : "\"\"", extra_member);
-            else if (value_rule[i] < 0) put(&one, "r%d", after + i + 1);
-            else put(&one, "\",\" ws %s r%d%s", member.p, after + i + 1, "");
-            if (i < n && value_rule[i] >= 0 && !needed[i]) put(&one, " | r%d", after + i + 1);
+            else if (value_rule[i] < 0) put(&one, "%s%d", g->prefix, after + i + 1);
+            else put(&one, "\",\" ws %s %s%d", member.p, g->prefix, after + i + 1);
+            if (i < n && value_rule[i] >= 0 && !needed[i]) put(&one, " | %s%d", g->prefix, after + i + 1);
             if (rc == 0) rc = add_rule(g, after + i, &one);
             free(member.p);
         }
         free(one.p);
-        put(body, "\"{\" ws r%d \"}\"", first);
+        put(body, "\"{\" ws %s%d \"}\"", g->prefix, first);
     }
     free(members);
     free(needed);
@@ -952,7 +954,7 @@ static int gen_alternatives(Gen *g, const JsonValue *list, const char *key, Text
         snprintf(where, sizeof where, "/%s/%zu", key, i);
         int rule;
         if (sub_rule(g, &list->items[i], where, &rule) != 0) return -1;
-        put(body, "%sr%d", i ? " | " : "", rule);
+        put(body, "%s%s%d", i ? " | " : "", g->prefix, rule);
     }
     return 0;
 }
@@ -1002,7 +1004,7 @@ static int gen_body(Gen *g, const JsonValue *s, Text *body) {
         const JsonValue *target = resolve_ref(g, ref);
         if (!target) return -1;
         for (int i = 0; i < g->n_refs; i++)
-            if (g->refs[i].node == target) return put(body, "r%d", g->refs[i].rule), 0;
+            if (g->refs[i].node == target) return put(body, "%s%d", g->prefix, g->refs[i].rule), 0;
         g->refs = xrealloc(g->refs, (size_t)g->n_refs + 1, sizeof *g->refs);
         int rule = new_rule(g);
         g->refs[g->n_refs++] = (RefRule){target, rule};
@@ -1012,7 +1014,7 @@ static int gen_body(Gen *g, const JsonValue *s, Text *body) {
         int rc = gen_schema(g, target, rule);
         g->depth--;
         g->path[at] = '\0';
-        put(body, "r%d", rule);
+        put(body, "%s%d", g->prefix, rule);
         return rc;
     }
     if (c || e) {
@@ -1042,7 +1044,7 @@ static int gen_body(Gen *g, const JsonValue *s, Text *body) {
         if (all->type != JSON_ARRAY || all->len != 1) return gen_fail(g, "allOf is supported only with a single schema");
         int rule;
         if (sub_rule(g, &all->items[0], "/allOf/0", &rule) != 0) return -1;
-        put(body, "r%d", rule);
+        put(body, "%s%d", g->prefix, rule);
         return 0;
     }
     if (!type) {
@@ -1070,8 +1072,11 @@ static int gen_schema(Gen *g, const JsonValue *s, int rule) {
     return rc;
 }
 
-/* The JSON basics every schema grammar may use. */
+/* The JSON basics every schema grammar may use; ws is SCHEMA_MAX_SPACE
+ * bytes at most. */
+_Static_assert(SCHEMA_MAX_SPACE == 16, "the ws rule below spells out SCHEMA_MAX_SPACE");
 static const char basics[] =
+    "ws ::= [ \\t\\n]{0,16}\n"
     "value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
     "object ::= \"{\" ws (string ws \":\" ws value ws (\",\" ws string ws \":\" ws value ws)*)? \"}\"\n"
     "array ::= \"[\" ws (value ws (\",\" ws value ws)*)? \"]\"\n"
@@ -1096,6 +1101,25 @@ static const char basics[] =
     "uuid ::= hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}\n"
     "hex ::= [0-9a-fA-F]\n";
 
+const char *schema_gbnf_basics(void) { return basics; }
+
+char *schema_gbnf_rules(const JsonValue *schema, const char *prefix, Error *e) {
+    size_t n = strlen(prefix);
+    if (n == 0 || n > SCHEMA_MAX_PREFIX || strspn(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != n) {
+        fail(e, "schema_gbnf_rules: a bad rule prefix");
+        return NULL;
+    }
+    Gen g = {.root = schema, .prefix = prefix, .e = e};
+    int rule = new_rule(&g);
+    int rc = gen_schema(&g, schema, rule);
+    free(g.refs);
+    if (rc != 0) {
+        free(g.rules.p);
+        return NULL;
+    }
+    return g.rules.p;
+}
+
 char *schema_to_gbnf(const char *text, size_t len, Error *e) {
     JsonDoc doc;
     Error je;
@@ -1103,16 +1127,11 @@ char *schema_to_gbnf(const char *text, size_t len, Error *e) {
         fail(e, "the schema is not JSON: %s", je.msg);
         return NULL;
     }
-    Gen g = {.root = &doc.root, .e = e};
-    put(&g.rules, "root ::= r1\nws ::= [ \\t\\n]{0,%d}\n", SCHEMA_MAX_SPACE);
-    int rule = new_rule(&g);
-    int rc = gen_schema(&g, &doc.root, rule);
-    free(g.refs);
+    char *rules = schema_gbnf_rules(&doc.root, "r", e);
     json_free(&doc);
-    if (rc != 0) {
-        free(g.rules.p);
-        return NULL;
-    }
-    put(&g.rules, "%s", basics);
-    return g.rules.p;
+    if (!rules) return NULL;
+    Text t = {0};
+    put(&t, "root ::= r1\n%s%s", rules, basics);
+    free(rules);
+    return t.p;
 }

@@ -25,17 +25,28 @@
 
 #include <stddef.h>
 
+#include "json.h"
 #include "util.h"
 
 enum {
     SCHEMA_MAX_SPACE = 16,     /* whitespace bytes between two JSON tokens */
     SCHEMA_MAX_DEPTH = 64,     /* nesting of schemas inside schemas */
     SCHEMA_MAX_GRAMMAR = 1 << 20,  /* bytes of GBNF a schema may make */
+    SCHEMA_MAX_PREFIX = 32,    /* bytes of a rule prefix (schema_gbnf_rules) */
 };
 
 /* The GBNF of the JSON Schema text[0..len): a fresh NUL-terminated string,
  * or NULL with one line in e, e.g. "schema at /properties/age: keyword
  * 'multipleOf' is not supported". */
 char *schema_to_gbnf(const char *text, size_t len, Error *e);
+
+/* For grammars that hold several schemas (a tool call's arguments, one
+ * schema per tool): the rules of one parsed schema, named <prefix>1 (the
+ * schema's own), <prefix>2, ... (prefix: 1 to SCHEMA_MAX_PREFIX letters,
+ * digits or '-'); they use the rules of schema_gbnf_basics() (ws, value,
+ * string, ...), which the grammar holds once. A fresh string, or NULL with
+ * the reason in e. */
+char *schema_gbnf_rules(const JsonValue *schema, const char *prefix, Error *e);
+const char *schema_gbnf_basics(void);
 
 #endif

@@ -1,5 +1,6 @@
 /* server.c - sockets, connections, routes and the OpenAI bytes of each
- * reply; the model runs in the engine (engine.c). */
+ * reply (and of each embeddings request's vectors); the model runs in the
+ * engine (engine.c). GET / sends the chat page (chat_page.h). */
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -22,10 +23,14 @@
 
 #include "api.h"
 #include "buf.h"
+#include "chat_page.h"
+#include "embed.h"
 #include "engine.h"
 #include "http.h"
 #include "metrics.h"
+#include "reply.h"
 #include "signals.h"
+#include "tools.h"
 
 /* Refused connections being closed at once, at most; each is given a
  * second to take its 503 (see linger_close). */
@@ -43,10 +48,14 @@ typedef struct {
     Server *s;
     ApiRequest request;
     TokenIds prompt;
+    ThinkStart think;          /* chat: where the reply starts with respect to thinking */
+    Grammar *grammar;          /* the reply's grammar (response_format, tools), or NULL */
+    ReplyGrammar plan;         /* its text and triggers */
+    ReplyParser parser;        /* chat: the reply's text as reasoning, content and tool calls */
     ApiReply reply;
     char id[48];
     StopReason stop;
-    Buf text;                  /* not streamed: the reply's text so far */
+    Buf text;                  /* not streamed: a completion's text so far */
     ApiLogprobs logprobs;      /* not streamed: its tokens' log-probabilities */
     Buf out;                   /* bytes for the connection to send (under the lock) */
     bool done;                 /* the engine is finished with it: out is all there is (under the lock) */
@@ -66,12 +75,13 @@ struct Server {
     int connections;
     atomic_bool stopping;      /* idle connections close */
     atomic_bool draining;      /* new requests are refused, /health says so */
+    atomic_int embedding;      /* embeddings requests under way (a drain lets them finish) */
     Metrics metrics;
     int closing[MAX_CLOSING];  /* refused connections, shut for writing, read until they close */
     double closing_until[MAX_CLOSING];
     int n_closing;
     pthread_mutex_t text_lock; /* the tokenizer's encoder and the template are not thread-safe */
-    Buf template_caps;         /* /props' "chat_template": what the template does with tools and thinking (JSON) */
+    TemplateCaps caps;         /* what the chat template does with tools and thinking */
 };
 
 /* ---- the engine's events: a reply's bytes ---- */
@@ -101,24 +111,26 @@ static void on_started(Job *job) {
     buf_free(&b);
 }
 
-/* One step's text and log-probabilities: a stream's chunk, or kept for the
- * whole response. */
+/* One step's text and log-probabilities: a stream's chunks (a chat's text
+ * read by its parser first), or kept for the whole response. */
 static void on_token(Job *job, const Step *step) {
     double now = now_seconds();
     if (job->engine.generated == 1) metrics_first_token(&job->s->metrics, now - job->submitted);
     else metrics_token_gap(&job->s->metrics, now - job->last_token);
     job->last_token = now;
-    bool logprobs = job->request.logprobs >= 0 && step->stop != STOP_EOS;
+    bool logprobs = job->request.logprobs >= 0 && step->stop != STOP_EOS, chat = job->request.kind == API_CHAT;
+    if (chat) reply_feed(&job->parser, step->text, step->len);
     if (job->request.stream) {
         ApiLogprobs one = {0};
         if (logprobs) api_logprobs_add(&one, job->request.kind, job->s->tokenizer, step);
         Buf b = {0};
-        if (step->len || logprobs) api_stream_text(&b, &job->reply, step->text, step->len, logprobs ? &one : NULL);
+        if (chat) api_stream_events(&b, &job->reply, &job->parser, logprobs ? &one : NULL);
+        else if (step->len || logprobs) api_stream_text(&b, &job->reply, step->text, step->len, logprobs ? &one : NULL);
         post(job, &b, false);
         buf_free(&b);
         api_logprobs_free(&one);
     } else {
-        buf_add(&job->text, step->text, step->len);
+        if (!chat) buf_add(&job->text, step->text, step->len);
         if (logprobs) api_logprobs_add(&job->logprobs, job->request.kind, job->s->tokenizer, step);
     }
 }
@@ -127,16 +139,30 @@ static void on_token(Job *job, const Step *step) {
  * when not streamed). A request cancelled or refused says nothing more. */
 static void on_ended(Job *job, const EngineEvent *event) {
     Buf b = {0};
-    job->stop = event->stop;
+    /* A grammar whose parse outgrew its bounds cut the reply short: as
+     * the length limit does, so that a reply that says "stop" is whole. */
+    StopReason stop = event->stop == STOP_GRAMMAR && job->grammar && grammar_error(job->grammar) ? STOP_LENGTH : event->stop;
+    job->stop = stop;
+    bool chat = job->request.kind == API_CHAT, stream = job->request.stream;
     if (!job->engine.cancelled && !job->engine.refused) {
         ApiUsage usage = usage_of(job);
-        if (job->request.stream) {
-            if (event->len) api_stream_text(&b, &job->reply, event->text, event->len, NULL);
-            api_stream_end(&b, &job->reply, event->stop, job->request.include_usage ? &usage : NULL);
+        if (chat) {
+            reply_feed(&job->parser, event->text, event->len);
+            if (stream) api_stream_events(&b, &job->reply, &job->parser, NULL);
+            reply_end(&job->parser);
+            if (stream) api_stream_events(&b, &job->reply, &job->parser, NULL);
+        }
+        if (stream) {
+            if (!chat && event->len) api_stream_text(&b, &job->reply, event->text, event->len, NULL);
+            api_stream_end(&b, &job->reply, api_finish_reason(stop, chat && job->parser.n_calls > 0),
+                           job->request.include_usage ? &usage : NULL);
+        } else if (chat) {
+            api_chat_response(&b, &job->reply, &job->parser, job->request.logprobs >= 0 ? &job->logprobs : NULL,
+                              stop, &usage);
         } else {
             buf_add(&job->text, event->text, event->len);
             api_response(&b, &job->reply, job->text.data ? job->text.data : "", job->text.len,
-                         job->request.logprobs >= 0 ? &job->logprobs : NULL, event->stop, &usage);
+                         job->request.logprobs >= 0 ? &job->logprobs : NULL, stop, &usage);
         }
     }
     post(job, &b, true);
@@ -287,8 +313,9 @@ static void log_request(const Conn *c, const HttpRequest *r, const Outcome *o, d
     buf_free(&b);
 }
 
-/* The request's tokens: a chat's rendered messages, or a completion's prompt. */
-static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, Error *e) {
+/* The request's tokens: a chat's rendered messages (with its tools), or a
+ * completion's prompt; *think says how the chat's reply starts. */
+static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, ThinkStart *think, Error *e) {
     int rc = 0;
     pthread_mutex_lock(&s->text_lock);
     if (r->kind == API_COMPLETION && r->prompt_ids) {
@@ -304,9 +331,10 @@ static int tokenize_request(Server *s, const ApiRequest *r, TokenIds *ids, Error
         rc = fail(e, "the model has no chat template: use /v1/completions");
     } else {
         size_t len;
-        char *text = chat_template_render(s->template, &r->messages, true, r->template_kwargs, &len, e);
+        char *text = chat_template_render(s->template, &r->messages, r->tools, true, r->template_kwargs, &len, e);
         if (text) tokenizer_encode(s->tokenizer, text, len, ENCODE_ADDED_TOKENS, ids);
         else rc = -1;
+        if (text) *think = think_start(&s->caps, text, len);
         free(text);
     }
     pthread_mutex_unlock(&s->text_lock);
@@ -325,7 +353,9 @@ static bool submit(Server *s, Job *job) {
     job->s = s;
     job->engine = (EngineRequest){.prompt = job->prompt.ids, .n_prompt = (int)job->prompt.n, .generation = r->generation,
                                   .seed_given = r->seed_given || s->opt->seed_given, .stops = r->stops,
-                                  .n_stops = r->n_stops, .logprobs = r->logprobs, .on_event = on_event, .ctx = job};
+                                  .n_stops = r->n_stops, .logprobs = r->logprobs, .grammar = job->grammar,
+                                  .triggers = job->plan.triggers, .n_triggers = job->plan.n_triggers,
+                                  .on_event = on_event, .ctx = job};
     EngineRequest *one = &job->engine;
     job->submitted = now_seconds();
     return engine_submit(s->engine, &one, 1);
@@ -387,6 +417,25 @@ static void relay(Conn *c, Job *job, bool chunked, Outcome *o) {
     }
 }
 
+/* What the reply must follow and how its text is read: the logit bias's
+ * ids checked against the vocabulary, the grammar of response_format and
+ * tools (tools.h) compiled, a chat's reply parser set up. */
+static int prepare_reply(Server *s, Job *job, Error *e) {
+    const ApiRequest *r = &job->request;
+    int vocab = s->model->config.vocab_size;
+    for (int i = 0; i < r->n_bias; i++)
+        if (r->bias[i].id >= vocab) return fail(e, "'logit_bias' token %d is not below the vocabulary size %d", r->bias[i].id, vocab);
+    if (reply_grammar(&job->plan, r, &s->caps, job->think, e) != 0) return -1;
+    Error why;
+    if (job->plan.gbnf && !(job->grammar = grammar_new(job->plan.gbnf, strlen(job->plan.gbnf), &why)))
+        return fail(e, "%s%s", r->grammar ? "'grammar': " : "the reply's grammar: ", why.msg);
+    static atomic_ullong calls;
+    uint64_t seed = mix64((uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)job ^ atomic_fetch_add(&calls, 1) << 32);
+    bool tools = r->tools && r->tool_choice != API_TOOLS_NONE;
+    if (r->kind == API_CHAT) reply_init(&job->parser, tools ? s->caps.syntax : TOOL_SYNTAX_NONE, !r->reasoning_inline, job->think, seed);
+    return 0;
+}
+
 static void handle_completion(Conn *c, const HttpRequest *http, const char *body, size_t len, ApiKind kind, Outcome *o) {
     Server *s = c->s;
     Job *job = xcalloc(1, sizeof *job);
@@ -397,7 +446,7 @@ static void handle_completion(Conn *c, const HttpRequest *http, const char *body
         free(job);
         return;
     }
-    if (tokenize_request(s, &job->request, &job->prompt, &e) != 0) {
+    if (tokenize_request(s, &job->request, &job->prompt, &job->think, &e) != 0 || prepare_reply(s, job, &e) != 0) {
         o->status = 400;
         respond_error(c, 400, e.msg, NULL, !o->close);
     } else {
@@ -427,6 +476,9 @@ static void handle_completion(Conn *c, const HttpRequest *http, const char *body
         }
     }
     token_ids_free(&job->prompt);
+    grammar_free(job->grammar);
+    free(job->plan.gbnf);
+    reply_free(&job->parser);
     api_request_free(&job->request);
     buf_free(&job->text);
     buf_free(&job->out);
@@ -555,43 +607,13 @@ static void handle_props(Conn *c, Outcome *o) {
     buf_printf(&out, ",\"model_type\":\"%s\",\"slots\":%d,\"context_per_slot\":%d,\"vocab_size\":%d,\"embedding_size\":%d",
                architecture_name(s->model->config.arch), s->opt->parallel, s->model->max_context, s->model->config.vocab_size,
                s->model->config.dim);
-    buf_printf(&out, ",\"chat_template\":%s}", s->template_caps.data);
+    if (s->template)
+        buf_printf(&out, ",\"chat_template\":{\"tools\":%s,\"thinking\":%s,\"tool_call_syntax\":\"%s\"}}",
+                   s->caps.tools ? "true" : "false", s->caps.thinking ? "true" : "false", tool_syntax_name(s->caps.syntax));
+    else buf_puts(&out, ",\"chat_template\":null}");
     o->status = 200;
     respond(c, 200, NULL, &out, !o->close);
     buf_free(&out);
-}
-
-/* Whether the template renders a conversation differently with `extra`
- * than without (or, with `needle`, whether its text holds it). */
-static bool renders_differently(const ChatTemplate *t, const char *extra, const char *other, const char *needle) {
-    const char *conversation = "[{\"role\":\"user\",\"content\":\"hi\"}]";
-    JsonDoc messages, a, b;
-    Error e;
-    json_parse(&messages, conversation, strlen(conversation), &e);
-    json_parse(&a, extra, strlen(extra), &e);
-    json_parse(&b, other, strlen(other), &e);
-    size_t n_a, n_b;
-    char *text_a = chat_template_render(t, &messages.root, true, &a.root, &n_a, &e);
-    char *text_b = chat_template_render(t, &messages.root, true, &b.root, &n_b, &e);
-    bool differs = text_a && text_b && (needle ? strstr(text_a, needle) != NULL : n_a != n_b || memcmp(text_a, text_b, n_a) != 0);
-    free(text_a), free(text_b);
-    json_free(&messages), json_free(&a), json_free(&b);
-    return differs;
-}
-
-/* What the chat template does, found by rendering a probe conversation:
- * whether it shows the model a tool's definition, and whether
- * enable_thinking changes its text. */
-static void template_capabilities(Buf *out, const ChatTemplate *t) {
-    if (!t) {
-        buf_puts(out, "null");
-        return;
-    }
-    bool tools = renders_differently(t, "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"probe_tool_7f3a\","
-                                        "\"description\":\"d\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]}",
-                                     "{}", "probe_tool_7f3a");
-    bool thinking = renders_differently(t, "{\"enable_thinking\":true}", "{\"enable_thinking\":false}", NULL);
-    buf_printf(out, "{\"tools\":%s,\"thinking\":%s}", tools ? "true" : "false", thinking ? "true" : "false");
 }
 
 /* GET /metrics in Prometheus' text format. */
@@ -617,6 +639,109 @@ static void handle_health(Conn *c, Outcome *o) {
     buf_free(&out);
 }
 
+/* ---- embeddings and the chat page ---- */
+
+/* The token ids of each input to embed; an error names the first that has
+ * no token, an id past the vocabulary, or more tokens than a slot's context. */
+static int tokenize_inputs(Server *s, const ApiEmbedRequest *r, TokenIds *ids, Error *e) {
+    int vocab = s->model->config.vocab_size, capacity = s->model->max_context, rc = 0;
+    pthread_mutex_lock(&s->text_lock);
+    for (int i = 0; i < r->n_inputs && rc == 0; i++) {
+        const ApiEmbedInput *in = &r->inputs[i];
+        if (in->text) tokenizer_encode(s->tokenizer, in->text, in->len, ENCODE_PROMPT, &ids[i]);
+        for (size_t k = 0; in->ids && k < in->ids->len && rc == 0; k++) {
+            double id = in->ids->items[k].number.value;
+            if (id >= vocab) rc = fail(e, "'input'[%d]: token %.0f is not below the vocabulary size %d", i, id, vocab);
+            else token_ids_push(&ids[i], (int)id);
+        }
+        if (rc == 0 && ids[i].n == 0) rc = fail(e, "'input'[%d] has no tokens: there is nothing to embed", i);
+        if (rc == 0 && (int)ids[i].n > capacity)
+            rc = fail(e, "'input'[%d] is %zu tokens, longer than the context of %d: shorten it, or start the server with a "
+                         "larger -c", i, ids[i].n, capacity);
+    }
+    pthread_mutex_unlock(&s->text_lock);
+    return rc;
+}
+
+/* embed_run's `gone`: whether the client of connection ctx closed its end. */
+static bool connection_gone(void *ctx) { return client_left(ctx); }
+
+/* The vectors of a request's inputs, and the response: the list, 503 when
+ * the engine takes no more work, nothing when the client left. */
+static void embed_and_respond(Conn *c, const ApiEmbedRequest *r, const TokenIds *inputs, Outcome *o) {
+    Server *s = c->s;
+    const ServerOptions *opt = s->opt;
+    int dim = s->model->config.dim, keep = r->dimensions ? r->dimensions : dim;
+    float *vectors = xmalloc((size_t)r->n_inputs * dim * sizeof(float));
+    /* A drain waits for the request to end, from its first wave to its last. */
+    atomic_fetch_add(&s->embedding, 1);
+    EmbedOutcome done = embed_run(vectors, s->engine, inputs, r->n_inputs, opt->parallel, dim, opt->pooling,
+                                  &opt->defaults, connection_gone, c);
+    atomic_fetch_sub(&s->embedding, 1);
+    if (done == EMBED_DONE) {
+        /* "dimensions": each vector's first components, packed. */
+        for (int i = 0; i < r->n_inputs && keep < dim; i++) {
+            memmove(vectors + (size_t)i * keep, vectors + (size_t)i * dim, (size_t)keep * sizeof(float));
+            shorten(vectors + (size_t)i * keep, keep, opt->pooling);
+        }
+        metrics_tokens(&s->metrics, o->prompt_tokens, 0, 0);
+        Buf out = {0};
+        api_embeddings_response(&out, opt->model_name, vectors, r->n_inputs, keep, r->base64, o->prompt_tokens);
+        o->status = 200;
+        respond(c, 200, NULL, &out, !o->close);
+        buf_free(&out);
+    } else if (done == EMBED_CANCELLED) {
+        o->status = 499;  /* the client closed the connection */
+        o->close = true;
+    } else {
+        o->status = 503;
+        o->close = o->close || done == EMBED_STOPPED;
+        respond_error(c, 503, done == EMBED_STOPPED || atomic_load(&s->draining) ? "the server is shutting down"
+                              : "the server is busy: every slot and the queue are taken; retry later",
+                      "Retry-After: 1\r\n", !o->close);
+    }
+    free(vectors);
+}
+
+/* POST /v1/embeddings: a vector per input, the inputs run through the
+ * engine --parallel at a time (each wave batched in shared passes). */
+static void handle_embeddings(Conn *c, const char *body, size_t len, Outcome *o) {
+    Server *s = c->s;
+    ApiEmbedRequest r;
+    Error e;
+    o->status = 400;
+    if (!s->opt->pooling) {
+        respond_error(c, 400, s->opt->no_pooling, NULL, !o->close);
+        return;
+    }
+    if (api_parse_embeddings(&r, body, len, &e) != 0) {
+        respond_error(c, 400, e.msg, NULL, !o->close);
+        return;
+    }
+    TokenIds *inputs = xcalloc((size_t)r.n_inputs, sizeof *inputs);
+    int rc = tokenize_inputs(s, &r, inputs, &e);
+    if (rc == 0 && r.dimensions > s->model->config.dim)
+        rc = fail(&e, "'dimensions' must be at most the model's %d", s->model->config.dim);
+    for (int i = 0; i < r.n_inputs; i++) o->prompt_tokens += (int)inputs[i].n;
+    if (rc != 0) respond_error(c, 400, e.msg, NULL, !o->close);
+    else embed_and_respond(c, &r, inputs, o);
+    for (int i = 0; i < r.n_inputs; i++) token_ids_free(&inputs[i]);
+    free(inputs);
+    api_embed_request_free(&r);
+}
+
+/* GET /: the chat page. Its Content-Security-Policy lets it run only its
+ * own script and style (named by their hashes) and talk only to this
+ * server, so that even text that slipped into its HTML could not act. */
+static void handle_page(Conn *c, Outcome *o) {
+    char headers[1024];
+    snprintf(headers, sizeof headers, "Content-Security-Policy: %s\r\nX-Content-Type-Options: nosniff\r\n"
+             "Referrer-Policy: no-referrer\r\nCache-Control: no-cache\r\n", chat_page_csp);
+    Buf page = {.data = (char *)chat_page, .len = sizeof chat_page - 1};
+    o->status = 200;
+    respond_typed(c, 200, "text/html; charset=utf-8", headers, &page, !o->close);
+}
+
 /* Compares the Authorization header with "Bearer KEY" in time that does
  * not depend on where they differ. */
 static bool authorized(const Server *s, const HttpRequest *r) {
@@ -632,24 +757,25 @@ static bool authorized(const Server *s, const HttpRequest *r) {
 
 typedef enum {
     ROUTE_CHAT, ROUTE_COMPLETIONS, ROUTE_TOKENIZE, ROUTE_DETOKENIZE, ROUTE_MODELS, ROUTE_MODEL, ROUTE_HEALTH,
-    ROUTE_METRICS, ROUTE_PROPS, ROUTE_NONE
+    ROUTE_METRICS, ROUTE_PROPS, ROUTE_EMBEDDINGS, ROUTE_PAGE, ROUTE_NONE
 } Route;
 
 static const struct {
-    const char *path, *method;  /* a path ending in '/' takes one more segment: /v1/models/{id} */
+    const char *path, *method;  /* a path ending in '/' (but "/") takes one more segment: /v1/models/{id} */
 } routes[ROUTE_NONE] = {
     [ROUTE_CHAT] = {"/v1/chat/completions", "POST"}, [ROUTE_COMPLETIONS] = {"/v1/completions", "POST"},
     [ROUTE_TOKENIZE] = {"/tokenize", "POST"},         [ROUTE_DETOKENIZE] = {"/detokenize", "POST"},
     [ROUTE_MODELS] = {"/v1/models", "GET"},           [ROUTE_MODEL] = {"/v1/models/", "GET"},
     [ROUTE_HEALTH] = {"/health", "GET"},              [ROUTE_METRICS] = {"/metrics", "GET"},
-    [ROUTE_PROPS] = {"/props", "GET"},
+    [ROUTE_PROPS] = {"/props", "GET"},               [ROUTE_EMBEDDINGS] = {"/v1/embeddings", "POST"},
+    [ROUTE_PAGE] = {"/", "GET"},
 };
 
 /* The route of a path; *rest is the segment after a route ending in '/'. */
 static Route find_route(const char *path, const char **rest) {
     for (int i = 0; i < ROUTE_NONE; i++) {
         size_t n = strlen(routes[i].path);
-        if (routes[i].path[n - 1] == '/' ? strncmp(path, routes[i].path, n) == 0 && path[n] && !strchr(path + n, '/')
+        if (n > 1 && routes[i].path[n - 1] == '/' ? strncmp(path, routes[i].path, n) == 0 && path[n] && !strchr(path + n, '/')
                                          : strcmp(path, routes[i].path) == 0) {
             *rest = path + n;
             return (Route)i;
@@ -692,7 +818,7 @@ static void dispatch(Conn *c, const HttpRequest *r, const char *body, size_t len
         respond_error(c, 405, "method not allowed", allow, !o->close);
         return;
     }
-    if (route != ROUTE_HEALTH && route != ROUTE_METRICS && !authorized(c->s, r)) {
+    if (route != ROUTE_HEALTH && route != ROUTE_METRICS && route != ROUTE_PAGE && !authorized(c->s, r)) {
         o->status = 401;
         respond_error(c, 401, "a valid API key is needed: 'Authorization: Bearer KEY'", "WWW-Authenticate: Bearer\r\n",
                       !o->close);
@@ -708,6 +834,8 @@ static void dispatch(Conn *c, const HttpRequest *r, const char *body, size_t len
     case ROUTE_HEALTH: handle_health(c, o); break;
     case ROUTE_METRICS: handle_metrics(c, o); break;
     case ROUTE_PROPS: handle_props(c, o); break;
+    case ROUTE_EMBEDDINGS: handle_embeddings(c, body, len, o); break;
+    case ROUTE_PAGE: handle_page(c, o); break;
     case ROUTE_NONE: break;
     }
 }
@@ -931,6 +1059,10 @@ static void drain_closing(Server *s, const struct pollfd *p) {
     }
 }
 
+/* Whether a reply or an embeddings request is under way (between the
+ * waves of the latter the engine may be idle for a moment). */
+static bool busy(Server *s) { return !engine_idle(s->engine) || atomic_load(&s->embedding) > 0; }
+
 int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const ServerOptions *o, Error *e) {
     int port = 0, listen_fd = listen_on(o, &port, e);
     if (listen_fd < 0) return -1;
@@ -948,8 +1080,9 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     pthread_cond_init(&s.idle, NULL);
     atomic_init(&s.stopping, false);
     atomic_init(&s.draining, false);
+    atomic_init(&s.embedding, 0);
     metrics_init(&s.metrics);
-    template_capabilities(&s.template_caps, template);
+    s.caps = template_caps(template);
     EngineOptions eo = {.slots = o->parallel, .queue = o->queue, .defaults = o->defaults};
     s.engine = engine_start(m, t, &eo);
     fprintf(stderr, "listening on http://%s%s%s:%d (%d slot%s of %d tokens)\n", strchr(o->host, ':') ? "[" : "", o->host,
@@ -977,14 +1110,14 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     engine_drain(s.engine);
     double deadline = now_seconds() + o->drain_timeout;
     bool again = signals > 1;
-    if (!engine_idle(s.engine) && !again)
+    if (busy(&s) && !again)
         fprintf(stderr, "draining: the replies under way finish (%g s at most; a second signal ends them now)\n",
                 o->drain_timeout);
-    while (!again && !engine_idle(s.engine) && now_seconds() < deadline) {
+    while (!again && busy(&s) && now_seconds() < deadline) {
         struct pollfd w = {.fd = signals_fd(), .events = POLLIN};
         again = poll(&w, 1, 50) > 0;
     }
-    if (!engine_idle(s.engine)) fprintf(stderr, "stopping: ending the replies under way\n");
+    if (busy(&s)) fprintf(stderr, "stopping: ending the replies under way\n");
     atomic_store(&s.stopping, true);
     engine_stop(s.engine);
     pthread_mutex_lock(&s.lock);
@@ -992,7 +1125,6 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     pthread_mutex_unlock(&s.lock);
     engine_free(s.engine);
     metrics_free(&s.metrics);
-    buf_free(&s.template_caps);
     pthread_mutex_destroy(&s.lock);
     pthread_mutex_destroy(&s.text_lock);
     pthread_cond_destroy(&s.progress);

@@ -5,7 +5,8 @@
  * the tokenizer) and writes the responses. The model runs in the engine
  * (engine.h: slots, batching, the prompt cache), whose events become the
  * reply's bytes here. Requests that find no free slot wait in a bounded
- * queue; past it they get 503. */
+ * queue; past it they get 503. GET / is the chat page (chat_page.html,
+ * built into the binary as chat_page.h): a person's way in. */
 #ifndef SERVER_H
 #define SERVER_H
 
@@ -13,6 +14,7 @@
 #include <stddef.h>
 
 #include "chat.h"
+#include "embed.h"
 #include "generate.h"
 #include "net.h"
 #include "tokenizer.h"
@@ -34,6 +36,8 @@ typedef struct {
     int n_cors;
     double drain_timeout;      /* seconds SIGTERM waits for the replies under way */
     bool log_json;             /* the access log as JSON lines */
+    const Pooling *pooling;    /* how /v1/embeddings makes a vector (embed.h); NULL: it answers */
+    const char *no_pooling;    /*   400 with this message */
 } ServerOptions;
 
 /* Serves model m (with tokenizer t and chat template, which may be NULL

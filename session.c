@@ -57,7 +57,7 @@ static ReportRun report_run(const Session *s, char *sampling, size_t size) {
              c->temperature, c->top_k, c->top_p, c->min_p, c->repeat_penalty, c->presence_penalty, c->frequency_penalty,
              (unsigned long long)c->seed);
     return (ReportRun){.command = s->opt.command, .model = s->path, .sampling = sampling,
-                       .threads = pool_size(s->model.pool), .kv_bytes = kv_cache_bytes(&s->model.config, q->cache.capacity),
+                       .threads = pool_size(s->model.pool), .kv_bytes = kv_cache_bytes(&s->model.config, q->cache.capacity, q->cache.key_type, q->cache.value_type),
                        .load_seconds = s->load_seconds, .prompt_tokens = q->prompt_tokens,
                        .prompt_seconds = q->prompt_seconds, .decode_tokens = q->decode_tokens,
                        .decode_seconds = q->decode_seconds};

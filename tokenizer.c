@@ -111,6 +111,7 @@ struct Tokenizer {
     size_t merge_mask;
     AddedToken *added;          /* [n_added] the added tokens, sorted by content (compare_content) */
     int n_added;
+    bool *is_special;           /* [vocab_size] the added tokens marked "special" (<|im_end|>, ...) */
     char *added_text;           /* their contents, back to back */
     bool added_starts[256];     /* whether some added token begins with this byte */
     Normalizer normalizer;
@@ -231,6 +232,8 @@ const char *tokenizer_token(const Tokenizer *t, int id, size_t *len) {
     *len = token_len(t, id);
     return t->bytes + t->start[id];
 }
+
+bool tokenizer_is_special(const Tokenizer *t, int id) { return t->is_special && has_token(t, id) && t->is_special[id]; }
 
 char *tokenizer_spelling(const Tokenizer *t, int id) {
     if (!has_token(t, id)) return NULL;
@@ -517,6 +520,11 @@ static int load_added(Tokenizer *t, const JsonValue *vocab, const JsonValue *add
                                    (int)json_get(&added->items[i], "id")->number.integer};
         at += content->len;
         t->added_starts[(unsigned char)content->string[0]] = true;
+    }
+    t->is_special = xcalloc((size_t)t->vocab_size, sizeof *t->is_special);
+    for (size_t i = 0; i < added->len; i++) {
+        const JsonValue *special = json_get(&added->items[i], "special");
+        t->is_special[json_get(&added->items[i], "id")->number.integer] = special && special->boolean;
     }
     t->n_added = (int)added->len;
     qsort(t->added, added->len, sizeof *t->added, compare_added);
@@ -811,6 +819,7 @@ void tokenizer_free(Tokenizer *t) {
     free(t->vocab);
     free(t->merges);
     free(t->added);
+    free(t->is_special);
     free(t->added_text);
     free(t->cache.slots);
     free(t->cache.keys);

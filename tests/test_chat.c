@@ -1,10 +1,13 @@
 /* test_chat.c - finding a checkpoint's chat template, the variables it is
  * rendered with, and the conversation's context handling, against texts
- * written out by hand. (The template language itself: test_template.c.) */
+ * written out by hand; requests with tools and tool calls rendered as
+ * jinja2 renders them (tests/data/templates/tools_golden.json). (The
+ * template language itself: test_template.c.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../api.h"
 #include "../chat.h"
 #include "test.h"
 
@@ -93,7 +96,7 @@ static void test_template_sources(void) {
     ChatTemplate t;
     size_t len;
     JsonValue none = {.type = JSON_ARRAY};
-    text = chat_template_load_file(&t, dir, other, &e) == 0 ? chat_template_render(&t, &none, false, NULL, &len, &e) : NULL;
+    text = chat_template_load_file(&t, dir, other, &e) == 0 ? chat_template_render(&t, &none, NULL, false, NULL, &len, &e) : NULL;
     CHECK(text && strcmp(text, "other <s> 0") == 0 && strstr(t.source, "other.jinja"),
           "a template file replaces the checkpoint's, with its special tokens (%s)", text ? text : e.msg);
     free(text);
@@ -179,11 +182,70 @@ static void test_conversation(Tokenizer *t) {
     remove_file("chat_template.jinja");
 }
 
+/* OpenAI requests with tools, calls and their results (the request parsed
+ * by api.c, rendered with its tools) against jinja2's renderings of what
+ * transformers would be given (scripts/make_tools_golden.py). */
+static void test_tools_golden(void) {
+    unsigned long len;
+    char *text = test_data("templates/tools_golden.json", &len);
+    JsonDoc doc;
+    Error e;
+    if (json_parse(&doc, text, len, &e) != 0) die("tools_golden.json: %s", e.msg);
+    const JsonValue *cases = json_get(&doc.root, "cases");
+    const GenerationConfig defaults = {.sampling = {.top_p = 1, .repeat_penalty = 1}, .max_new = -1};
+    int outputs = 0;
+    for (size_t i = 0; i < cases->len; i++) {
+        const JsonValue *c = &cases->items[i], *tokens = json_get(c, "tokens"), *body = json_get(c, "body");
+        const char *name = json_get(c, "name")->string;
+        char path[600], *source;
+        snprintf(path, sizeof path, "templates/%s", json_get(c, "template_file")->string);
+        unsigned long n;
+        source = test_data(path, &n);
+        write_file("chat_template.jinja", source);
+        free(source);
+        Buf config = {0};
+        buf_puts(&config, "{");
+        for (size_t k = 0; k < tokens->len; k++) {
+            buf_printf(&config, "%s\"%s\": ", k ? ", " : "", tokens->members[k].key);
+            buf_json_string(&config, tokens->members[k].value.string, tokens->members[k].value.len);
+        }
+        buf_puts(&config, "}");
+        write_file("tokenizer_config.json", config.data);
+        buf_free(&config);
+        ChatTemplate t;
+        ApiRequest r;
+        if (chat_template_load(&t, dir, &e) != 0 || api_parse_request(&r, API_CHAT, body->string, body->len, &defaults, &e) != 0) {
+            CHECK(false, "%s: loads and parses (%s)", name, e.msg);
+            continue;
+        }
+        size_t got_len;
+        char *got = chat_template_render(&t, &r.messages, r.tools, true, r.template_kwargs, &got_len, &e);
+        const JsonValue *want = json_get(c, "output");
+        if (want) {
+            outputs++;
+            CHECK(got && got_len == want->len && memcmp(got, want->string, got_len) == 0, "%s: jinja2's text (got %s)", name,
+                  got ? got : e.msg);
+        } else {
+            CHECK(!got && strstr(e.msg, json_get(json_get(c, "error"), "message")->string), "%s: fails as in jinja2 (%s)", name,
+                  got ? "rendered" : e.msg);
+        }
+        free(got);
+        api_request_free(&r);
+        chat_template_free(&t);
+    }
+    CHECK(outputs >= 25, "%d renderings compared", outputs);
+    json_free(&doc);
+    free(text);
+    remove_file("chat_template.jinja");
+    remove_file("tokenizer_config.json");
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     test_init(argv[0]);
     snprintf(dir, sizeof dir, "%.400s", test_scratch("work-chat"));
     test_template_sources();
+    test_tools_golden();
     Error e;
     Tokenizer *t = tokenizer_load("tests/data/qwen2.5-tokenizer.json", &e);
     if (!t) die("%s", e.msg);

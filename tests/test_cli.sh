@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test_cli.sh - the command line end to end: usage and exit statuses,
-# info, fwd, bench, and the errors a user can run into.
+# info, fwd, bench, the KV cache's types, and the errors a user can run into.
 . tests/lib.sh
 
 fixture=${TESTBIN:-build/tests}/make_checkpoint
@@ -112,5 +112,57 @@ check "fwd --logits to a missing folder: exit 1" status 1 $RUN fwd "$model" --to
 check "bench: exit 0" status 0 $RUN bench "$model" -p 8 -n 4 -r 1
 check "bench: pp line" sh -c "tail -n 2 '$tmp/out' | head -n 1 | grep -Eq '^pp8: [0-9]+\.[0-9] tok/s$'"
 check "bench: tg line last" sh -c "tail -n 1 '$tmp/out' | grep -Eq '^tg4: [0-9]+\.[0-9] tok/s$'"
+
+# ---- the KV cache's types ----
+# The moe checkpoint: 3 layers, 2 key/value heads of 32. At -c 4096, by hand:
+# 3 x 2 x 4096 = 24576 rows of keys and as many of values; a row is 128 bytes
+# in f32, 64 in bf16, 34 in q8_0 (an f16 scale and 32 int8): 6291456,
+# 3145728 and 1671168 bytes; 1024 positions more add a quarter of that.
+check "info -ctk q8_0 -ctv bf16: exit 0" status 0 $RUN info "$moe" -c 4096 -ctk q8_0 --cache-type-v=bf16
+check "info: the KV cache in the types asked for" \
+    grep -q "KV cache 2.4 MB (context 4096, keys q8_0, values bf16)" "$tmp/out"
+check "info: the KV cache by type" sh -c "grep -A3 '^KV cache by type' '$tmp/out' | tr -s ' ' | grep -c \
+    -e '^ f32 6.3 MB at context 4096, 1.6 MB per 1024 positions more$' -e '^ bf16 3.1 MB at context 4096, 0.8 MB' \
+    -e '^ q8_0 1.7 MB at context 4096, 0.4 MB' | grep -qx 3"
+check "info on head_dim 16: q8_0 does not fit" grep -q "^  q8_0  needs head_dim a multiple of 32" "$(
+    $RUN info "$model" >"$tmp/out"; echo "$tmp/out")"
+for flag in -ctk --cache-type-k -ctv --cache-type-v; do
+    long=--cache-type-k
+    case $flag in -ctv | --cache-type-v) long=--cache-type-v ;; esac
+    for bad in q4_0 f16 Q8_0; do
+        check "fwd $flag $bad: exit 2" status 2 $RUN fwd "$model" 5 0 $flag $bad
+        check "fwd $flag $bad: the types listed" \
+            one_error "$long: '$bad' is not a KV cache type here: the types are f32 (exact), bf16 and q8_0"
+    done
+done
+check "-ctk without a value: exit 2" status 2 $RUN fwd "$model" 5 0 -ctk
+check "q8_0 on head_dim 16: exit 1" status 1 $RUN fwd "$model" 5 0 -ctv q8_0
+check "q8_0 on head_dim 16: one line" one_error "a q8_0 KV cache needs head_dim to be a multiple of 32"
+check "prepare -ctk: exit 2" status 2 $RUN prepare "$model" -ctk bf16
+check "prepare -ctk: says why" one_error "prepare makes no KV cache"
+for t in f32 bf16 q8_0; do
+    check "fwd --tokens on the moe checkpoint, keys and values $t: exit 0" \
+        status 0 $RUN fwd "$moe" --tokens 5,6,7,8 -ctk $t -ctv $t --logits "$tmp/logits.$t"
+done
+check "fwd: bf16 and q8_0 caches change the logits (3 positions see earlier keys)" \
+    sh -c "! cmp -s '$tmp/logits.f32' '$tmp/logits.bf16' && ! cmp -s '$tmp/logits.f32' '$tmp/logits.q8_0'"
+# Position 0 attends to itself alone, in every layer: its weight is e^0 / e^0
+# = 1 exactly, whatever its key, so rounding only the keys leaves its logits.
+check "fwd -ctk q8_0 -ctv f32: exit 0" status 0 $RUN fwd "$moe" --tokens 5,6,7,8 -ctk q8_0 --logits "$tmp/logits.keys"
+check "fwd: rounding only the keys leaves position 0's logits" python3 -c "
+import sys
+a, b = (open(sys.argv[i], 'rb').read() for i in (1, 2))
+sys.exit(0 if a[:2048 * 4] == b[:2048 * 4] and a[2048 * 4:] != b[2048 * 4:] else 1)" "$tmp/logits.f32" "$tmp/logits.keys"
+# bench at depth: 16384 tokens in the cache (2048 on the plain C path, whose
+# attention is some 30 times slower), q8_0 keys and values.
+depth=16384
+[ "${RUN_KERNELS:-}" = plain ] && depth=2048
+long_model=$tmp/long
+"$fixture" "$long_model" --seed 4 --set vocab_size=1000 --set head_dim=32 --set hidden_size=32 --set num_attention_heads=1 \
+    --set num_key_value_heads=1 --set num_hidden_layers=1 --set max_position_embeddings=16512 >/dev/null
+check "bench -d $depth -ctk q8_0 -ctv q8_0: exit 0" status 0 $RUN bench "$long_model" -d $depth -p 8 -n 4 -r 1 -ctk q8_0 -ctv q8_0
+check "bench: says the cache's types" grep -q "kernels, KV cache q8_0/q8_0$" "$tmp/out"
+check "bench: filled to the depth" grep -q "^filled the KV cache to depth $depth in " "$tmp/out"
+check "bench -d: the tg line last" sh -c "tail -n 1 '$tmp/out' | grep -Eq '^tg4: [0-9]+\.[0-9] tok/s$'"
 
 summary test_cli

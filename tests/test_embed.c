@@ -2,8 +2,9 @@
  * (tests/data/embed_golden.json, scripts/make_embed_golden.py): the final
  * norm's hidden states of several inputs fed at once through the engine's
  * batched pass, pooled by the last token, the mean and the CLS token and
- * normalised, within 1e-4; and the pooling read from sentence-transformers'
- * files. */
+ * normalised, within 1e-4; embed_run's waves (the same vectors, a refusal
+ * while draining, a caller that leaves); shorten; and the pooling read from
+ * sentence-transformers' files. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +28,11 @@ static void on_event(void *ctx, EngineRequest *r, const EngineEvent *event) {
     ended++;
     pthread_cond_broadcast(&changed);
     pthread_mutex_unlock(&lock);
+}
+
+static bool always_gone(void *ctx) {
+    (void)ctx;
+    return true;
 }
 
 static void write_file(const char *dir, const char *name, const char *text) {
@@ -80,6 +86,33 @@ static void test_vectors(const JsonValue *golden, const char *dir) {
             CHECK(err < 1e-4, "input %d pooled by %s: the reference's vector within 1e-4 (err %.1e)", i, names[k], err);
             CHECK(req[i].generated == 0, "input %d: no token generated", i);
         }
+    /* embed_run: the inputs in waves of 2 through the same engine, mean-pooled. */
+    TokenIds inputs_ids[8] = {{0}};
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < req[i].n_prompt; t++) token_ids_push(&inputs_ids[i], ids[i][t]);
+    float *all_vectors = xmalloc((size_t)n * dim * sizeof(float));
+    Pooling mean = {.mode = POOL_MEAN, .normalize = true};
+    EmbedOutcome done = embed_run(all_vectors, engine, inputs_ids, n, 2, dim, &mean, &g, NULL, NULL);
+    double worst = done == EMBED_DONE ? 0 : INFINITY;
+    for (int i = 0; i < n; i++)
+        for (int d = 0; d < dim; d++)
+            worst = fmax(worst, fabs(all_vectors[(size_t)i * dim + d] - json_get(golden, "mean")->items[i].items[d].number.value));
+    CHECK(worst < 1e-4, "embed_run, %d inputs in waves of 2: the reference's mean-pooled vectors (err %.1e)", n, worst);
+    /* shorten: the first 8 components of a unit vector, of length 1 again. */
+    float first8[8];
+    memcpy(first8, all_vectors, sizeof first8);
+    shorten(first8, 8, &mean);
+    double norm = 0, scale = 0;
+    for (int d = 0; d < 8; d++) norm += (double)first8[d] * first8[d], scale += (double)all_vectors[d] * all_vectors[d];
+    CHECK(fabs(norm - 1) < 1e-6 && fabs(first8[3] - all_vectors[3] / sqrt(scale)) < 1e-6,
+          "shorten: the first 8 components scaled to length 1");
+    CHECK(embed_run(all_vectors, engine, inputs_ids, n, 2, dim, &mean, &g, always_gone, NULL) == EMBED_CANCELLED,
+          "embed_run: a caller that has left cancels it");
+    engine_drain(engine);
+    CHECK(embed_run(all_vectors, engine, inputs_ids, n, 2, dim, &mean, &g, NULL, NULL) == EMBED_REFUSED,
+          "embed_run: a draining engine takes no new request");
+    for (int i = 0; i < n; i++) token_ids_free(&inputs_ids[i]);
+    free(all_vectors);
     /* Without normalising, the mean of one token is its hidden state. */
     pool(v, hidden[2], 1, dim, &(Pooling){.mode = POOL_MEAN, .normalize = false});
     CHECK(memcmp(v, hidden[2], (size_t)dim * sizeof(float)) == 0, "a one-token mean, not normalised: the state itself");

@@ -214,6 +214,72 @@ static void test_context_edges(const char *dir) {
     }
 }
 
+/* Four requests in one batch at temperature 1, three under grammars of
+ * their own (one lazy), one free: each reply is a sentence of its own
+ * grammar, rounds after rounds of new seeds. */
+static void test_grammars(const char *dir) {
+    Model m;
+    load(&m, dir, 128);
+    GenerationConfig g;
+    Error e;
+    if (generation_config_load(&g, dir, &m.config, 40, &e) != 0) die("%s", e.msg);
+    g.sampling.temperature = 1;
+    g.sampling.top_k = 0;
+    Engine *engine = engine_start(&m, tokenizer, &(EngineOptions){.slots = 4, .queue = 0, .defaults = g});
+    const char *texts[3] = {"root ::= [0-9]{4} \".\"", "root ::= \"{\" [a-z]{3} \"}\"", "root ::= (\"yes\" | \"no\") \"!\""};
+    Grammar *grammars[3];
+    for (int k = 0; k < 3; k++) grammars[k] = grammar_new(texts[k], strlen(texts[k]), &e);
+    GrammarTrigger lazy = {"{", false};
+    LogitBias brace = {tokenizer_find(tokenizer, "{", 1), 9};  /* "{" now and then */
+    int prompt[4][3] = {{9707, 11, 1879}, {791, 3974, 13876}, {40, 1079, 264}, {9707, 11, 1879}};
+    int matched = 0, woke = 0, free_tokens = 0;
+    for (int round = 0; round < 6; round++) {
+        Got got[4];
+        EngineRequest *batch[4];
+        for (int k = 0; k < 4; k++) {
+            request(&got[k], prompt[k], 3, &g, 40);
+            got[k].r.generation.sampling.seed = (uint64_t)(round * 4 + k);
+            got[k].r.seed_given = true;
+            got[k].r.grammar = k < 3 ? grammars[k] : NULL;
+            /* The second grammar is lazy: free text, then "{abc}" once a "{" comes. */
+            if (k == 1 && round % 2) {
+                got[k].r.triggers = &lazy, got[k].r.n_triggers = 1;
+                got[k].r.generation.sampling.bias = &brace, got[k].r.generation.sampling.n_bias = 1;
+            }
+            batch[k] = &got[k].r;
+        }
+        CHECK(engine_submit(engine, batch, 4), "round %d: four requests on four slots", round);
+        for (int k = 0; k < 4; k++) {
+            wait_ended(&got[k]);
+            size_t n;
+            char *text = tokenizer_decode(tokenizer, got[k].ids, (size_t)got[k].n_ids, &n);
+            if (k == 3) {
+                free_tokens += got[k].n_ids;
+            } else if (got[k].r.n_triggers) {
+                /* Lazy: free text, then from a "{" on the grammar's
+                 * sentence; a reply that never woke it ends by the length
+                 * limit (the grammar's sentence holds a single "{"). */
+                const char *open = strrchr(text, '{');
+                bool ok = got[k].stop == STOP_LENGTH ||
+                          (got[k].stop == STOP_GRAMMAR && open && grammar_matches(grammars[k], open, strlen(open)));
+                CHECK(ok, "round %d, lazy request: '%s' (%s)", round, text, stop_reason_text(got[k].stop));
+                woke += got[k].stop != STOP_LENGTH;
+            } else {
+                bool ok = grammar_matches(grammars[k], text, n) && (got[k].stop == STOP_GRAMMAR || got[k].stop == STOP_EOS);
+                CHECK(ok, "round %d, request %d: '%s' is a sentence of %s (%s)", round, k, text, texts[k], stop_reason_text(got[k].stop));
+                matched += ok;
+            }
+            free(text);
+        }
+    }
+    CHECK(matched == 15 && woke > 0 && free_tokens > 0, "the grammars held (%d replies of 15; %d lazy ones woke) beside a free reply",
+          matched, woke);
+    engine_stop(engine);
+    engine_free(engine);
+    for (int k = 0; k < 3; k++) grammar_free(grammars[k]);
+    model_free(&m);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     test_init(argv[0]);
@@ -229,6 +295,7 @@ int main(int argc, char **argv) {
     test_checkpoint(dir, json_get(&doc.root, "checkpoint")->string);
     test_golden(&doc.root, dir);
     test_context_edges(dir);
+    test_grammars(dir);
     json_free(&doc);
     free(text);
     tokenizer_free(tokenizer);

@@ -58,6 +58,12 @@ printf 'caf\351 au lait' >"$tmp/latin1"
 $RUN gen "$model" "$(cat "$tmp/latin1")" -n 1 >/dev/null 2>"$tmp/err"
 check "gen: invalid UTF-8 in the prompt: a warning" grep -q "invalid UTF-8 sequence in the input replaced by U+FFFD" "$tmp/err"
 
+# ---- gen and chat with a KV cache of bf16 ----
+$RUN gen "$model" "Hello" -n 8 --temp 0 -ctk bf16 -ctv bf16 >"$tmp/got" 2>"$tmp/err"
+check "gen -ctk bf16 -ctv bf16: exit 0, 8 tokens" grep -q "generated: 8 tokens" "$tmp/err"
+printf 'hi\nand again\n' | $RUN chat "$model" --temp 0 --seed 0 -n 4 --cache-type-k bf16 --cache-type-v bf16 >"$tmp/got" 2>"$tmp/err"
+check "chat --cache-type-k/-v bf16: two replies through a pipe" test $? -eq 0 -a "$(wc -l <"$tmp/got")" -eq 2
+
 # ---- chat: two turns through a pipe, against the reference ----
 {
     field chat messages 0

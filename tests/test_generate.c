@@ -246,6 +246,63 @@ static void test_generation_config(void) {
           "a temperature that is not a number refused (%s)", e.msg);
 }
 
+/* A lazy grammar on the qwen2 checkpoint at temperature 1, its trigger
+ * forced by a logit bias of +100 on one token: the reply is free until the
+ * trigger, then follows the grammar; a trigger the grammar cannot take, or
+ * one not at the start when it must be, leaves the reply free. */
+static StopReason lazy_reply(Model *m, const char *dir, const char *gbnf, const char *token, bool at_start, char **text) {
+    GenerationConfig g = greedy_config(dir, m, 12);
+    int id = tokenizer_find(tokenizer, token, strlen(token));
+    CHECK(id >= 0, "the token '%s' exists", token);
+    LogitBias bias = {id, 100};
+    g.sampling.temperature = 1;
+    g.sampling.top_k = 0;
+    g.sampling.bias = &bias;
+    g.sampling.n_bias = 1;
+    Error e;
+    Grammar *grammar = grammar_new(gbnf, strlen(gbnf), &e);
+    GrammarVocab *v = grammar_vocab_new(tokenizer, m->config.vocab_size, g.eos_ids, g.n_eos);
+    Sequence s;
+    sequence_init(&s, m, tokenizer, &g, 128);
+    sequence_set_grammar(&s, grammar, v);
+    GrammarTrigger trigger = {"{", at_start};
+    sequence_set_grammar_triggers(&s, &trigger, 1);
+    const int prompt[] = {9707, 11, 1879};
+    int out[16], n_out;
+    StopReason stop = run_reply(&s, prompt, 3, out, 16, &n_out, text);
+    sequence_free(&s);
+    grammar_vocab_free(v);
+    grammar_free(grammar);
+    return stop;
+}
+
+static void test_lazy_grammar(const JsonValue *golden) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/qwen2", work);
+    test_checkpoint(dir, json_get(golden, "checkpoint")->string);
+    Model m;
+    load(&m, dir, 128);
+    const char *digit = "root ::= \"{\" [0-9] \"}\"";
+    char *text;
+    StopReason stop = lazy_reply(&m, dir, digit, "{", true, &text);
+    CHECK(stop == STOP_GRAMMAR && strlen(text) == 3 && text[0] == '{' && text[1] >= '0' && text[1] <= '9' && text[2] == '}',
+          "'{' forced first, at_start: the grammar wakes and holds ('%s', %s)", text, stop_reason_text(stop));
+    free(text);
+    stop = lazy_reply(&m, dir, digit, "={", false, &text);
+    CHECK(stop == STOP_GRAMMAR && strlen(text) == 4 && strncmp(text, "={", 2) == 0 && text[3] == '}',
+          "'={' forced, anywhere: free '=', then the grammar from '{' ('%s', %s)", text, stop_reason_text(stop));
+    free(text);
+    stop = lazy_reply(&m, dir, digit, "={", true, &text);
+    CHECK(stop == STOP_LENGTH && strcmp(text, "={={={={={={={={={={={={") == 0,
+          "'={' forced, at_start only: never at the start, the reply stays free ('%s', %s)", text, stop_reason_text(stop));
+    free(text);
+    stop = lazy_reply(&m, dir, digit, "{}", false, &text);
+    CHECK(stop == STOP_LENGTH && strcmp(text, "{}{}{}{}{}{}{}{}{}{}{}{}") == 0,
+          "'{}' forced: the grammar cannot take '{}', so it sleeps on ('%s', %s)", text, stop_reason_text(stop));
+    free(text);
+    model_free(&m);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     test_init(argv[0]);
@@ -259,6 +316,7 @@ int main(int argc, char **argv) {
     if (json_parse(&doc, text, len, &e) != 0) die("generation_golden.json: %s", e.msg);
     test_families(&doc.root);
     test_qwen2(&doc.root);
+    test_lazy_grammar(&doc.root);
     test_generation_config();
     json_free(&doc);
     free(text);

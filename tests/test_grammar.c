@@ -202,7 +202,7 @@ static void check_masks(Grammar *g, GrammarVocab *v, const Tokenizer *t, const c
         else {
             size_t len;
             const char *b = tokenizer_token(t, id, &len);
-            allowed = b && len > 0 && grammar_advance(g, s, b, len) >= 0;
+            allowed = b && len > 0 && !tokenizer_is_special(t, id) && grammar_advance(g, s, b, len) >= 0;
         }
         bool bit = mask[id >> 6] >> (id & 63) & 1;
         if (bit != allowed) wrong++;
@@ -233,6 +233,21 @@ static void test_masks(void) {
     if (g) {
         check_masks(g, v, t, "", end);
         check_masks(g, v, t, "こ\xE3", end);
+        grammar_free(g);
+    }
+    /* Inside a string: the text of Qwen's <tool_call> (an added token that
+     * is not special) is allowed, <|im_start|> and <|endoftext|> are not. */
+    g = load("json");
+    if (g) {
+        uint64_t *mask = calloc(grammar_mask_words(v), sizeof *mask);
+        GrammarState s = grammar_advance(g, grammar_start(g), "{\"a\": \"", 7);
+        grammar_fill_mask(g, v, s, mask);
+        int tool = tokenizer_find(t, "<tool_call>", 11), start = tokenizer_find(t, "<|im_start|>", 12),
+            text_end = tokenizer_find(t, "<|endoftext|>", 13);
+        CHECK(tool > 0 && (mask[tool >> 6] >> (tool & 63) & 1), "in a string: <tool_call> is allowed");
+        CHECK(start > 0 && text_end > 0 && !(mask[start >> 6] >> (start & 63) & 1) && !(mask[text_end >> 6] >> (text_end & 63) & 1),
+              "in a string: the special tokens <|im_start|> and <|endoftext|> are not");
+        free(mask);
         grammar_free(g);
     }
     g = compile("root ::= \"yes\" | \"no\"");
@@ -357,6 +372,35 @@ static void test_schema_whitespace(void) {
     grammar_free(g);
 }
 
+/* Two schemas in one grammar (schema_gbnf_rules), each under its prefix,
+ * beside the basics once; a recursive $ref resolves inside its own schema. */
+static void test_schema_rules(void) {
+    const char *a = "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 9}}, "
+                    "\"required\": [\"n\"]}";
+    const char *b = "{\"$defs\": {\"l\": {\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/l\"}, \"maxItems\": 2}}, "
+                    "\"$ref\": \"#/$defs/l\"}";
+    JsonDoc da, db;
+    Error e;
+    json_parse(&da, a, strlen(a), &e);
+    json_parse(&db, b, strlen(b), &e);
+    char *ra = schema_gbnf_rules(&da.root, "tool0-", &e), *rb = schema_gbnf_rules(&db.root, "tool1-", &e);
+    CHECK(ra && rb, "both convert");
+    CHECK(!schema_gbnf_rules(&da.root, "bad prefix", &e) && strstr(e.msg, "prefix"), "a prefix with a space: refused");
+    if (ra && rb) {
+        size_t n = strlen(ra) + strlen(rb) + strlen(schema_gbnf_basics()) + 64;
+        char *text = malloc(n);
+        snprintf(text, n, "root ::= tool0-1 \";\" tool1-1\n%s%s%s", ra, rb, schema_gbnf_basics());
+        Grammar *g = compile(text);
+        const char *const yes[] = {"{\"n\": 3};[[], [[]]]", "{ \"n\":9 };[]", NULL};
+        const char *const no[] = {"{\"n\": 0};[]", "{\"n\": 3};[[], [], []]", "{\"n\": 3}", "{};[]", NULL};
+        if (g) check_texts(g, "two schemas under prefixes", yes, no);
+        grammar_free(g);
+        free(text);
+    }
+    free(ra), free(rb);
+    json_free(&da), json_free(&db);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     test_init(argv[0]);
@@ -367,5 +411,6 @@ int main(int argc, char **argv) {
     test_schema_cases();
     test_schema_refusals();
     test_schema_whitespace();
+    test_schema_rules();
     return test_summary("test_grammar");
 }

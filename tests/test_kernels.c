@@ -2,6 +2,9 @@
  * arithmetic written here, and their promises, on every kernel path this
  * CPU runs: every weight format, every shape tail, the same bits as the
  * plain C path, for one token or a block and for any number of threads.
+ * The KV cache's formats against blocks worked out by hand, and attention
+ * over a bf16 or q8_0 cache: exactly attention over an f32 cache holding
+ * the rounded values.
  *   test_kernels --paths   prints the paths this CPU runs, one a line */
 #include <math.h>
 #include <stdint.h>
@@ -323,6 +326,60 @@ static float *as_ring(const float *keys, int n, int rows, int hd) {
     return ring;
 }
 
+/* Rows of `type` holding the f32 rows of a ring (n_rows of hd), and those
+ * rows as the cache gives them back (rounded). */
+static void *typed_rows(KVType type, const float *rows, int n_rows, int hd, float *rounded) {
+    size_t row_bytes = kv_row_bytes(type, hd);
+    char *typed = xcalloc((size_t)n_rows, row_bytes);
+    for (int r = 0; r < n_rows; r++) kv_row_store(typed + r * row_bytes, type, rows + (size_t)r * hd, hd);
+    kv_rows_load(rounded, type, typed, (size_t)n_rows * hd);
+    return typed;
+}
+
+/* One case with keys and values held as spec->key_type and value_type:
+ * the plain path gives exactly what it gives over f32 rows holding the
+ * rounded values, and every path the plain path's bits, for a block or a
+ * token alone. */
+static void check_typed_attention(const AttentionCase *k, AttendSpec spec, const float *q, size_t ld, const float *ring_keys,
+                                  const float *ring_values) {
+    int hd = k->hd, group = k->group, n_q = k->n_q, pos = k->pos;
+    size_t ring = (size_t)spec.rows * hd;
+    float *rounded_keys = xmalloc(ring * sizeof(float)), *rounded_values = xmalloc(ring * sizeof(float));
+    void *keys = typed_rows(spec.key_type, ring_keys, spec.rows, hd, rounded_keys);
+    void *values = typed_rows(spec.value_type, ring_values, spec.rows, hd, rounded_values);
+    float *want = xcalloc(n_q * ld, sizeof(float)), *plain = xcalloc(n_q * ld, sizeof(float)), *out = xmalloc(n_q * ld * sizeof(float));
+    float *alone = xmalloc((size_t)group * hd * sizeof(float)), *scratch = xmalloc(attend_scratch_floats(group, n_q, hd) * sizeof(float));
+    AttendSpec as_f32 = spec;
+    as_f32.key_type = as_f32.value_type = KV_F32;
+    kernels_use("plain", NULL);
+    attend(want, q, ld, n_q, pos, rounded_keys, rounded_values, group, hd, &as_f32, scratch);
+    attend(plain, q, ld, n_q, pos, keys, values, group, hd, &spec, scratch);
+    bool rounding_shows = false;
+    for (size_t i = 0; i < ring && spec.key_type != KV_F32; i++) rounding_shows |= rounded_keys[i] != ring_keys[i];
+    for (size_t i = 0; i < ring && spec.value_type != KV_F32; i++) rounding_shows |= rounded_values[i] != ring_values[i];
+    bool exact = true;
+    for (int i = 0; i < n_q; i++) exact &= same(plain + i * ld, want + i * ld, (size_t)group * hd);
+    CHECK(exact && rounding_shows, "plain attention over keys %s, values %s (%d tokens x %d heads of %d at %d, window %d): = over "
+          "f32 rows of the rounded values", kv_type_name(spec.key_type), kv_type_name(spec.value_type), n_q, group, hd, pos,
+          spec.window);
+    for (int p = 1; p < KERNEL_PATHS; p++) {
+        if (!kernel_path_supported(p)) continue;
+        kernels_use(kernel_path_name(p), NULL);
+        memset(out, 0, n_q * ld * sizeof(float));
+        attend(out, q, ld, n_q, pos, keys, values, group, hd, &spec, scratch);
+        bool same_bits = true, as_alone = true;
+        for (int i = 0; i < n_q; i++) {
+            same_bits &= same(out + i * ld, plain + i * ld, (size_t)group * hd);
+            attend(alone, q + i * ld, ld, 1, pos + i, keys, values, group, hd, &spec, scratch);
+            as_alone &= same(alone, out + i * ld, (size_t)group * hd);
+        }
+        CHECK(same_bits && as_alone, "%s attention over keys %s, values %s (%d heads of %d, window %d, %d rows): = the plain C "
+              "definition, and a token alone = in its block", kernels_in_use(), kv_type_name(spec.key_type),
+              kv_type_name(spec.value_type), group, hd, spec.window, spec.rows);
+    }
+    free(rounded_keys), free(rounded_values), free(keys), free(values), free(want), free(plain), free(out), free(alone), free(scratch);
+}
+
 static void test_attention(void) {
     AttentionCase cases[] = {
         {64, 7, 5, 150, 0, 0, 0, 0}, {16, 1, 3, 0, 0, 0, 0, 0}, {20, 2, 40, 30, 0, 0, 0, 0}, {128, 3, 1, 300, 0, 0, 0, 0},
@@ -332,6 +389,8 @@ static void test_attention(void) {
         {64, 3, 1, 1000, 512, 576, 0, 0}, {20, 2, 12, 50, 1, 0, 0, 0}, {64, 2, 6, 10, 4, 0, 2.5f, 0},
         {256, 1, 4, 90, 0, 0, 50.0f, 0.0625f}, {48, 8, 17, 129, 65, 128, 1.0f, 0},
     };
+    /* The KV cache formats of keys and values tried on each case. */
+    KVType typed[][2] = {{KV_BF16, KV_BF16}, {KV_Q8_0, KV_Q8_0}, {KV_Q8_0, KV_F32}, {KV_F32, KV_BF16}, {KV_BF16, KV_Q8_0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         AttentionCase k = cases[c];
         int hd = k.hd, group = k.group, n_q = k.n_q, pos = k.pos, n = pos + n_q;
@@ -341,7 +400,7 @@ static void test_attention(void) {
         float *q = xmalloc(n_q * ld * sizeof(float)), *keys = xmalloc((size_t)n * hd * sizeof(float));
         float *values = xmalloc((size_t)n * hd * sizeof(float)), *out = xmalloc(n_q * ld * sizeof(float));
         float *plain = xmalloc(n_q * ld * sizeof(float)), *alone = xmalloc((size_t)group * hd * sizeof(float));
-        float *scratch = xmalloc(attend_scratch_floats(group, n_q) * sizeof(float));
+        float *scratch = xmalloc(attend_scratch_floats(group, n_q, hd) * sizeof(float));
         for (size_t i = 0; i < n_q * ld; i++) q[i] = 3 * uniform();
         for (int i = 0; i < n * hd; i++) keys[i] = uniform(), values[i] = uniform();
         float *ring_keys = as_ring(keys, n, spec.rows, hd), *ring_values = as_ring(values, n, spec.rows, hd);
@@ -370,8 +429,128 @@ static void test_attention(void) {
             CHECK(as_alone, "%s attention, %d heads of %d, window %d: a token alone = in its block", kernels_in_use(), group, hd,
                   spec.window);
         }
+        for (size_t t = 0; t < sizeof typed / sizeof typed[0]; t++) {
+            AttendSpec typed_spec = spec;
+            typed_spec.key_type = typed[t][0], typed_spec.value_type = typed[t][1];
+            if (kv_type_fits(typed_spec.key_type, hd) && kv_type_fits(typed_spec.value_type, hd))
+                check_typed_attention(&k, typed_spec, q, ld, ring_keys, ring_values);
+        }
         free(q), free(keys), free(values), free(out), free(plain), free(alone), free(scratch), free(ring_keys), free(ring_values);
     }
+}
+
+/* ---- the KV cache's formats ---- */
+
+/* The value a bf16 rounding to nearest even gives, found by looking at
+ * the two bf16 values around x in double precision. */
+static float nearest_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t down_bits = u & 0xFFFF0000u, up_bits = down_bits + 0x10000u;
+    float down, up;
+    memcpy(&down, &down_bits, 4);
+    memcpy(&up, &up_bits, 4);
+    double to_down = fabs((double)x - down), to_up = fabs((double)up - x);
+    if (to_down != to_up) return to_down < to_up ? down : up;
+    return (down_bits >> 16) % 2 == 0 ? down : up;
+}
+
+static void test_kv_formats(void) {
+    CHECK(kv_row_bytes(KV_F32, 128) == 512 && kv_row_bytes(KV_BF16, 128) == 256 && kv_row_bytes(KV_Q8_0, 128) == 136 &&
+              kv_row_bytes(KV_Q8_0, 32) == 34 && kv_row_bytes(KV_BF16, 20) == 40,
+          "KV row bytes: f32 4 a value, bf16 2, q8_0 34 per 32");
+    CHECK(kv_type_fits(KV_Q8_0, 64) && !kv_type_fits(KV_Q8_0, 16) && !kv_type_fits(KV_Q8_0, 48) && kv_type_fits(KV_BF16, 20),
+          "q8_0 needs whole blocks of 32, the others fit any head_dim");
+    const char *names[] = {"f32", "bf16", "q8_0"};
+    for (int i = 0; i < KV_TYPES; i++) {
+        KVType t = KV_Q8_0;
+        Error e;
+        CHECK(kv_type_parse(&t, names[i], &e) == 0 && (int)t == i && strcmp(kv_type_name(t), names[i]) == 0,
+              "KV type '%s' parsed and named", names[i]);
+    }
+    const char *refused[] = {"f16", "q4_0", "Q8_0", "q8", "", "bf16 "};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        KVType t;
+        Error e = {{0}};
+        CHECK(kv_type_parse(&t, refused[i], &e) != 0 && strstr(e.msg, "f32 (exact), bf16 and q8_0"),
+              "KV type '%s' refused, the types listed: %s", refused[i], e.msg);
+    }
+
+    /* bf16: each value to the nearest bf16, ties to even. */
+    enum { HD = 96 };
+    float x[HD], back[HD];
+    uint16_t bf[HD];
+    for (int i = 0; i < HD; i++) x[i] = uniform() * ldexpf(1, i % 20 - 10);
+    x[0] = 1.0f + ldexpf(1, -8), x[1] = 1.0f + 3 * ldexpf(1, -8), x[2] = -0.0f;  /* ties: to 1 and to 1 + 2^-6 */
+    kv_row_store(bf, KV_BF16, x, HD);
+    kv_rows_load(back, KV_BF16, bf, HD);
+    bool nearest = true;
+    for (int i = 0; i < HD; i++) nearest &= back[i] == nearest_bf16(x[i]) && bf[i] == truncate_bf16(back[i]);
+    CHECK(nearest && back[0] == 1.0f && back[1] == 1.0f + ldexpf(1, -6), "bf16 KV rows: each value rounded to the nearest bf16, "
+          "ties to even");
+
+    /* q8_0 by hand: amax 127/32 makes d = 1/32 exactly (f16 0x2800);
+     * x = (j - 16) / 32 + offsets that round up, down and to even. */
+    float block[32], got[32];
+    uint8_t bytes[34];
+    int8_t want[32];
+    for (int j = 0; j < 32; j++) block[j] = (float)(j - 16) / 32, want[j] = (int8_t)(j - 16);
+    block[31] = 127.0f / 32, want[31] = 127;            /* the largest |x| */
+    block[1] = (-15 + 0.5f) / 32, want[1] = -14;         /* -14.5: a tie, to even */
+    block[2] = (-14 + 0.5f) / 32, want[2] = -14;         /* -13.5: a tie, to even */
+    block[3] = (-13 + 0.49f) / 32, want[3] = -13;        /* down */
+    block[4] = (-12 + 0.51f) / 32, want[4] = -11;        /* up */
+    kv_row_store(bytes, KV_Q8_0, block, 32);
+    kv_rows_load(got, KV_Q8_0, bytes, 32);
+    bool as_hand = bytes[0] == 0x00 && bytes[1] == 0x28;  /* f16 1/32, little-endian */
+    for (int j = 0; j < 32; j++) as_hand &= (int8_t)bytes[2 + j] == want[j] && got[j] == want[j] / 32.0f;
+    CHECK(as_hand, "q8_0 KV block: scale f16 1/32 first, then q = round(x / d) to even; read back as q * d");
+
+    /* amax 1: d = f16(1/127) = 0x2008 (1/127 = 2^-7 x 1.00787..., its 10-bit
+     * mantissa rounds to 8/1024), a little under 1/127: 1 / d = 127.008. */
+    for (int j = 0; j < 32; j++) block[j] = j % 2 ? 1.0f : -1.0f / (j + 1);
+    kv_row_store(bytes, KV_Q8_0, block, 32);
+    kv_rows_load(got, KV_Q8_0, bytes, 32);
+    float d = ldexpf(1 + 8.0f / 1024, -7);
+    bool rounded = bytes[0] == 0x08 && bytes[1] == 0x20;
+    for (int j = 0; j < 32; j++)
+        rounded &= j % 2 ? (int8_t)bytes[2 + j] == 127 && got[j] == 127 * d
+                         : (int8_t)bytes[2 + j] == (int8_t)nearbyint(block[j] / (double)d);
+    CHECK(rounded, "q8_0 KV block of amax 1: d = f16(1/127) = 0x2008; 1 / d = 127.008 gives 127, read back as 127 d");
+
+    /* A block too large for an f16 scale keeps the largest; a zero block is 0. */
+    for (int j = 0; j < 32; j++) block[j] = j == 5 ? -1e9f : 1e6f;
+    kv_row_store(bytes, KV_Q8_0, block, 32);
+    kv_rows_load(got, KV_Q8_0, bytes, 32);
+    CHECK(bytes[0] == 0xFF && bytes[1] == 0x7B && got[5] == -127 * 65504.0f && got[0] == 15 * 65504.0f,
+          "q8_0 KV block beyond f16: scale 65504, values clamped (%g, %g)", got[5], got[0]);
+    memset(block, 0, sizeof block);
+    block[7] = -0.0f;
+    kv_row_store(bytes, KV_Q8_0, block, 32);
+    kv_rows_load(got, KV_Q8_0, bytes, 32);
+    bool zeros = true;
+    for (int j = 0; j < 34; j++) zeros &= bytes[j] == 0;
+    CHECK(zeros && got[7] == 0, "q8_0 KV block of zeros: scale 0, every q 0");
+
+    /* Random rows: every value within d/2 of x, d within f16 rounding of max|x| / 127. */
+    enum { ROWS = 50, D = 128 };
+    float *rows = xmalloc(ROWS * D * sizeof(float)), *read = xmalloc(ROWS * D * sizeof(float));
+    uint8_t *q8 = xmalloc(ROWS * kv_row_bytes(KV_Q8_0, D));
+    for (int i = 0; i < ROWS * D; i++) rows[i] = uniform() * ldexpf(1, i / D % 12 - 6);
+    for (int r = 0; r < ROWS; r++) kv_row_store(q8 + r * kv_row_bytes(KV_Q8_0, D), KV_Q8_0, rows + r * D, D);
+    kv_rows_load(read, KV_Q8_0, q8, ROWS * D);
+    bool within = true;
+    for (int b = 0; b < ROWS * D / 32; b++) {
+        double amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(rows[b * 32 + j]));
+        uint16_t half;
+        memcpy(&half, q8 + b * 34, 2);
+        double scale = f16_to_f32(half);
+        within &= fabs(scale - amax / 127) <= ldexp(amax / 127, -11);
+        for (int j = 0; j < 32; j++) within &= fabs(read[b * 32 + j] - (double)rows[b * 32 + j]) <= scale / 2 * (1 + ldexp(1, -10));
+    }
+    CHECK(within, "q8_0 KV rows: d = max|x| / 127 to f16 precision, every value within d/2");
+    free(rows), free(read), free(q8);
 }
 
 static void test_swiglu(ThreadPool *pools[3]) {
@@ -519,6 +698,7 @@ int main(int argc, char **argv) {
     test_quantized(pools);
     test_conversions();
     test_attention();
+    test_kv_formats();
     test_swiglu(pools);
     test_softmax();
     for (int i = 0; i < 3; i++) pool_free(pools[i]);

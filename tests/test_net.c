@@ -6,7 +6,10 @@
  * regenerated here by the same deterministic tool (tests/make_checkpoint).
  * Beyond matching the reference, the logits must be bit-identical whatever
  * the thread count, with --dtype f32, one token at a time or in a block, and
- * from a sharded copy of the checkpoint. */
+ * from a sharded copy of the checkpoint. KV caches of bf16 and q8_0: against
+ * the reference fed keys and values rounded the same way
+ * (tests/data/kv_cache_golden.json, scripts/make_kv_golden.py), and within a
+ * bound of the exact logits; their sizes on paper. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,20 @@
 #define Q8_TOLERANCE 6.0e-2
 #define Q4_TOLERANCE 0.65
 #define BF16_MATH_TOLERANCE 2.0e-2
+
+/* KV caches of bf16 and q8_0 against the exact logits, over the whole
+ * vocabulary, relative to the largest exact logit: what the rounding of
+ * keys and values costs (that it is that rounding and nothing else is
+ * tested by test_kernels, and by test_kv_cache against the reference fed
+ * the same rounded keys and values). Per value, bf16 errs by at most 2^-8
+ * of it, as bf16 arithmetic rounds activations; q8_0 by half a step of its
+ * block, max|x| / 254: about 1% of a typical value of a block of 32.
+ * Measured here over every case: bf16 3.0e-3 to 1.0e-2 (MQA: 8 query heads
+ * on one rounded key/value head), q8_0 1.2e-2 to 2.2e-2; on the
+ * Qwen2.5-0.5B shape (random weights, 40 tokens, run fwd --logits) 4.5e-3
+ * and 1.5e-2. */
+#define KV_BF16_TOLERANCE 1.5e-2
+#define KV_Q8_0_TOLERANCE 3.5e-2
 
 static char work[512];
 
@@ -69,8 +86,10 @@ static size_t golden_every(const JsonValue *c) {
     return every ? (size_t)every->number.integer : 1;
 }
 
-static Agreement compare(const JsonValue *c, const float *logits, int vocab) {
-    const JsonValue *ids = json_get(c, "sample_ids"), *positions = json_get(c, "positions");
+/* The logits against the golden `positions` of case c (its sampled ids,
+ * every golden_every-th position). */
+static Agreement compare(const JsonValue *c, const JsonValue *positions, const float *logits, int vocab) {
+    const JsonValue *ids = json_get(c, "sample_ids");
     double max_abs = 0, max_diff = 0;
     Agreement a = {0, 0};
     for (size_t p = 0; p < positions->len; p++) {
@@ -191,6 +210,178 @@ static void check_routed(const char *name, const char *format, const char *dir, 
     free(r.experts);
 }
 
+/* ---- KV caches of bf16 and q8_0 ---- */
+
+/* The logits with a KV cache of bf16, and of q8_0 where the head dim
+ * allows, within their bounds of the exact ones. In a mixture of experts
+ * (exact_routes not NULL) the rounding may send a token to other experts,
+ * and every later token sees it: the positions before the first whose
+ * route changed are compared (at least one: the first token attends only
+ * to itself). */
+static void check_kv_bound(const char *name, const char *dir, const int *tokens, int n, const Config *c, const float *exact,
+                           const Routes *exact_routes) {
+    KVType types[] = {KV_BF16, KV_Q8_0};
+    double tolerances[] = {KV_BF16_TOLERANCE, KV_Q8_0_TOLERANCE};
+    for (int i = 0; i < 2; i++) {
+        if (!kv_type_fits(types[i], c->head_dim)) continue;
+        ModelOptions opt = {.threads = 2, .cache_type_k = types[i], .cache_type_v = types[i]};
+        Routes routes = {0};
+        float *got = exact_routes ? run_routed(dir, opt, tokens, n, c, &routes) : run_logits(dir, opt, tokens, n, 128);
+        int same = n;
+        for (int p = 0; exact_routes && p < n && same == n; p++)
+            if (!same_route(exact_routes, &routes, p)) same = p;
+        if (got && same > 0) {
+            double err = whole_vocabulary_error(got, exact, (size_t)same * c->vocab_size);
+            CHECK(err <= tolerances[i], "%s: %s KV cache: logits within %.1e of the exact ones over the whole vocabulary at "
+                  "positions 0..%d (rel err %.2e)", name, kv_type_name(types[i]), tolerances[i], same - 1, err);
+            printf("%s: %s KV cache rel err %.2e over the whole vocabulary (positions 0..%d of %d)\n", name,
+                   kv_type_name(types[i]), err, same - 1, n);
+        }
+        CHECK(got && same > 0, "%s: %s KV cache: logits, and a first position routed as exactly", name, kv_type_name(types[i]));
+        free(got);
+        free(routes.experts);
+    }
+}
+
+static KVType kv_type_named(const char *name) {
+    KVType t = KV_F32;
+    Error e;
+    CHECK(kv_type_parse(&t, name, &e) == 0, "kv_cache_golden.json: %s", e.msg);
+    return t;
+}
+
+/* One entry of tests/data/kv_cache_golden.json: the logits of case c's
+ * checkpoint with its keys and values held as the entry says, against the
+ * reference fed keys and values rounded the same way (scripts/make_kv_golden.py).
+ * The tolerance is 3x the entry's noise, or 1e-4 (the f32 path's) if more:
+ * the noise is how far the rounded reference itself moves when its keys and
+ * values move by 1e-6 of themselves before rounding (as run's, computed in
+ * other orders, do): a value at a rounding boundary may go either way. The
+ * exact logits must be farther than the tolerance, so that the comparison
+ * tells the rounding from none. Then the same bits for any thread count and
+ * block of tokens. */
+static void test_kv_cache(const JsonValue *entry, const JsonValue *c) {
+    const char *name = json_get(c, "name")->string;
+    const char *key_name = json_get(entry, "key_type")->string, *value_name = json_get(entry, "value_type")->string;
+    const JsonValue *tok = json_get(c, "tokens"), *positions = json_get(entry, "positions");
+    int n = (int)tok->len;
+    int *tokens = xmalloc((size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++) tokens[i] = (int)tok->items[i].number.integer;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", work, name);  /* written by test_case */
+    Config cfg;
+    Error e;
+    char *config_path = model_path(dir, "config.json");
+    CHECK(config_load(&cfg, config_path, &e) == 0, "%s: config loads", name);
+    free(config_path);
+    size_t bytes = (size_t)n * cfg.vocab_size * sizeof(float);
+    ModelOptions opt = {.threads = 2, .cache_type_k = kv_type_named(key_name), .cache_type_v = kv_type_named(value_name)};
+    float *logits = run_logits(dir, opt, tokens, n, 128), *exact = run_logits(dir, (ModelOptions){.threads = 2}, tokens, n, 128);
+    if (logits && exact) {
+        Agreement a = compare(c, positions, logits, cfg.vocab_size), f32 = compare(c, positions, exact, cfg.vocab_size);
+        double tolerance = fmax(1e-4, 3 * json_get(entry, "noise")->number.value);
+        CHECK(a.rel_err <= tolerance, "%s, keys %s, values %s: logits within %.1e of the reference fed the same rounded keys "
+              "and values (rel err %.2e)", name, key_name, value_name, tolerance, a.rel_err);
+        CHECK(f32.rel_err > tolerance, "%s, keys %s, values %s: the exact logits are farther from those (%.2e)", name, key_name,
+              value_name, f32.rel_err);
+        printf("%s, keys %s, values %s: rel err %.2e against the rounded reference (tolerance %.1e, argmax %d/%zu); %.2e from "
+               "the exact logits\n", name, key_name, value_name, a.rel_err, tolerance, a.argmax_agree, positions->len,
+               whole_vocabulary_error(logits, exact, (size_t)n * cfg.vocab_size));
+        float *single = run_logits(dir, opt, tokens, n, 1), *sevens = run_logits(dir, opt, tokens, n, 7);
+        ModelOptions one = opt, three = opt;
+        one.threads = 1, three.threads = 3;
+        float *t1 = run_logits(dir, one, tokens, n, 128), *t3 = run_logits(dir, three, tokens, n, 128);
+        CHECK(single && sevens && t1 && t3 && memcmp(logits, single, bytes) == 0 && memcmp(logits, sevens, bytes) == 0 &&
+                  memcmp(logits, t1, bytes) == 0 && memcmp(logits, t3, bytes) == 0,
+              "%s, keys %s, values %s: the same bits 1 or 7 tokens at a time, with -t 1 and -t 3", name, key_name, value_name);
+        free(single), free(sevens), free(t1), free(t3);
+    }
+    free(logits), free(exact), free(tokens);
+}
+
+/* Two sequences through caches of q8_0 keys and bf16 values in one pass:
+ * each gets its logits alone (the server's slots), and a prompt continued
+ * from a cache that holds its start (the prompt cache) gets what it gets
+ * in one pass from position 0. */
+static void test_kv_batch(const JsonValue *c) {
+    const JsonValue *tok = json_get(c, "tokens");
+    int tokens[64], n = (int)tok->len;
+    for (int i = 0; i < n; i++) tokens[i] = (int)tok->items[i].number.integer;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", work, json_get(c, "name")->string);  /* written by test_case */
+    Model m;
+    Error e;
+    ModelOptions opt = {.threads = 2, .context = 64, .cache_type_k = KV_Q8_0, .cache_type_v = KV_BF16};
+    if (model_load(&m, dir, &opt, &e) != 0) {
+        CHECK(0, "kv batch: %s", e.msg);
+        return;
+    }
+    size_t vocab = (size_t)m.config.vocab_size;
+    KVCache alone[2], together[2];
+    for (int i = 0; i < 2; i++) kv_cache_init(&alone[i], &m, 64), kv_cache_init(&together[i], &m, 64);
+    CHECK(alone[0].key_type == KV_Q8_0 && alone[0].value_type == KV_BF16, "a model's caches take its types");
+    forward(&m, &alone[1], tokens, 20, 0, false);
+    forward(&m, &together[1], tokens, 20, 0, false);
+    Chunk chunks[2] = {
+        {.cache = &together[0], .tokens = tokens, .n_tokens = 25, .pos = 0, .all_logits = true},
+        {.cache = &together[1], .tokens = tokens + 20, .n_tokens = 5, .pos = 20, .all_logits = true},
+    };
+    float *want = xmalloc(30 * vocab * sizeof(float));
+    for (int i = 0; i < 2; i++) {
+        const float *got = forward(&m, &alone[i], chunks[i].tokens, chunks[i].n_tokens, chunks[i].pos, true);
+        memcpy(want + (i ? 25 : 0) * vocab, got, (size_t)chunks[i].n_tokens * vocab * sizeof(float));
+    }
+    const float *got = forward_batch(&m, chunks, 2);
+    CHECK(memcmp(got, want, 30 * vocab * sizeof(float)) == 0, "%s, keys q8_0, values bf16: a batch of two sequences: each gets "
+          "its logits alone", json_get(c, "name")->string);
+    CHECK(memcmp(want + 20 * vocab, want + 25 * vocab, 5 * vocab * sizeof(float)) == 0,
+          "keys q8_0, values bf16: a prompt continued from a kept cache = the same prompt in one pass from 0");
+    for (int i = 0; i < 2; i++) kv_cache_free(&alone[i]), kv_cache_free(&together[i]);
+    free(want);
+    model_free(&m);
+}
+
+/* The KV cache of a 32k context on paper, worked out by hand:
+ * Llama-3.1-8B: 32 layers x 8 key/value heads x 32768 positions, keys and
+ * values, rows of 128 values: f32 512 bytes, bf16 256, q8_0 4 blocks of 34 =
+ * 136; gemma-3-1b: 26 layers, 1 head of 256, 4 full layers of 32768 rows and
+ * 22 sliding ones with a ring of 640 rows (window 512 - 1 + 128 tokens of a
+ * pass, to whole tiles of 64): 145152 rows of 1024, 512 or 272 bytes. */
+static void test_kv_memory(void) {
+    const char *llama = "{\"model_type\": \"llama\", \"hidden_size\": 4096, \"intermediate_size\": 14336, "
+                        "\"num_hidden_layers\": 32, \"num_attention_heads\": 32, \"num_key_value_heads\": 8, "
+                        "\"vocab_size\": 128256, \"max_position_embeddings\": 131072, \"rope_theta\": 500000.0}";
+    const char *gemma = "{\"model_type\": \"gemma3_text\", \"hidden_size\": 1152, \"intermediate_size\": 6912, "
+                        "\"num_hidden_layers\": 26, \"num_attention_heads\": 4, \"num_key_value_heads\": 1, \"head_dim\": 256, "
+                        "\"vocab_size\": 262144, \"max_position_embeddings\": 32768, \"sliding_window\": 512, "
+                        "\"sliding_window_pattern\": 6, \"query_pre_attn_scalar\": 256, \"rope_local_base_freq\": 10000.0, "
+                        "\"hidden_activation\": \"gelu_pytorch_tanh\"}";
+    Config c;
+    Error e;
+    if (config_parse(&c, llama, strlen(llama), "llama-3.1-8b", &e) != 0) {
+        CHECK(0, "%s", e.msg);
+        return;
+    }
+    size_t rows = 2ull * 32 * 8 * 32768;
+    CHECK(kv_cache_bytes(&c, 32768, KV_F32, KV_F32) == rows * 512 && kv_cache_bytes(&c, 32768, KV_BF16, KV_BF16) == rows * 256 &&
+              kv_cache_bytes(&c, 32768, KV_Q8_0, KV_Q8_0) == rows * 136 &&
+              kv_cache_bytes(&c, 32768, KV_Q8_0, KV_F32) == rows / 2 * (136 + 512),
+          "Llama-3.1-8B, 32k positions: KV cache f32 %zu, bf16 %zu, q8_0 %zu bytes", rows * 512, rows * 256, rows * 136);
+    WeightPlan plan;
+    weight_plan(&plan, &c, WEIGHT_BF16, WEIGHT_BF16);
+    size_t gib24 = 24ull << 30;
+    CHECK(plan.bytes + rows * 136 + (1ull << 30) < gib24, "Llama-3.1-8B: bf16 weights (%.2f GB) + a 32k q8_0 KV cache "
+          "(%.2f GB) + 1 GB fit 24 GiB", plan.bytes / 1e9, rows * 136 / 1e9);
+    if (config_parse(&c, gemma, strlen(gemma), "gemma-3-1b", &e) != 0) {
+        CHECK(0, "%s", e.msg);
+        return;
+    }
+    rows = 2ull * (4 * 32768 + 22 * 640);
+    CHECK(kv_cache_ring(&c, 32768) == 640 && kv_cache_bytes(&c, 32768, KV_F32, KV_F32) == rows * 1024 &&
+              kv_cache_bytes(&c, 32768, KV_BF16, KV_BF16) == rows * 512 && kv_cache_bytes(&c, 32768, KV_Q8_0, KV_Q8_0) == rows * 272,
+          "gemma-3-1b, 32k positions: KV cache f32 %zu, bf16 %zu, q8_0 %zu bytes", rows * 1024, rows * 512, rows * 272);
+}
+
 static void test_case(const JsonValue *c) {
     const char *name = json_get(c, "name")->string, *args = json_get(c, "args")->string;
     const JsonValue *tok = json_get(c, "tokens");
@@ -210,7 +401,7 @@ static void test_case(const JsonValue *c) {
     ModelOptions opt = {.threads = 2};
     float *logits = run_logits(dir, opt, tokens, n, 128);
     if (!logits) return;
-    Agreement a = compare(c, logits, cfg.vocab_size);
+    Agreement a = compare(c, json_get(c, "positions"), logits, cfg.vocab_size);
     CHECK(a.rel_err <= 1e-4, "%s: logits match the reference (rel err %.2e)", name, a.rel_err);
     int golden = (int)json_get(c, "positions")->len;
     CHECK(a.argmax_agree == golden, "%s: argmax agrees at %d/%d positions", name, a.argmax_agree, golden);
@@ -284,6 +475,7 @@ static void test_case(const JsonValue *c) {
         CHECK(single && memcmp(bf16_logits, single, bytes) == 0, "%s: bf16 arithmetic, 1 token at a time = 40 at once", name);
         free(single);
     }
+    check_kv_bound(name, dir, tokens, n, &cfg, logits, moe ? &routes : NULL);
     free(q4_logits);
     free(bf16_logits);
     free(tokens);
@@ -307,7 +499,7 @@ static void test_sharded(const JsonValue *c) {
     ModelOptions opt = {.threads = 2};
     float *logits = run_logits(dir, opt, tokens, n, 128);
     if (!logits) return;
-    Agreement a = compare(c, logits, 2048);
+    Agreement a = compare(c, json_get(c, "positions"), logits, 2048);
     CHECK(a.rel_err <= 1e-4 && a.argmax_agree == (int)json_get(c, "positions")->len, "%s, sharded: matches the reference (rel err %.2e)",
           json_get(c, "name")->string, a.rel_err);
     free(logits);
@@ -474,6 +666,11 @@ static void test_load_errors(void) {
                  "more than this machine can hold");
     load_refused(dir, "\"vocab_size\": 151936", (ModelOptions){.threads = 1, .dtype = DTYPE_AS_F16}, "the weights are stored as bf16: they can run as bf16, f32, q8 or q4, not f16");
     load_refused(dir, "\"vocab_size\": 151936", (ModelOptions){.threads = 1, .dtype = DTYPE_AS_Q8, .math = MATH_BF16}, "bf16 arithmetic needs bf16 weights (these run as q8)");
+    load_refused(dir, "\"vocab_size\": 151936", (ModelOptions){.threads = 1, .cache_type_v = KV_Q8_0},
+                 "a q8_0 KV cache needs head_dim to be a multiple of 32 (blocks of 32 values); this model's is 16: use f32 or bf16");
+    load_refused(dir, "\"num_hidden_layers\": 1024, \"max_position_embeddings\": 16000000",
+                 (ModelOptions){.context = 16000000, .threads = 1, .cache_type_k = KV_BF16, .cache_type_v = KV_BF16},
+                 "more than this machine can hold");
     Model m;
     Error e;
     CHECK(model_load(&m, "build/no-such-model", &opt, &e) == -1 && strstr(e.msg, "no such file or folder"), "missing folder (%s)", e.msg);
@@ -524,9 +721,27 @@ int main(int argc, char **argv) {
             strcmp(name, "gemma3-mqa-softcaps-untied") == 0)
             test_batch(&cases->items[i]);
     }
+    unsigned long kv_len;
+    char *kv_text = test_data("kv_cache_golden.json", &kv_len);
+    JsonDoc kv_doc;
+    if (json_parse(&kv_doc, kv_text, kv_len, &e) != 0) {
+        printf("kv_cache_golden.json: %s\n", e.msg);
+        return 1;
+    }
+    const JsonValue *entries = json_get(&kv_doc.root, "entries");
+    for (size_t i = 0; i < entries->len; i++) {
+        const char *name = json_get(&entries->items[i], "name")->string;
+        for (size_t j = 0; j < cases->len; j++)
+            if (strcmp(json_get(&cases->items[j], "name")->string, name) == 0) test_kv_cache(&entries->items[i], &cases->items[j]);
+    }
+    for (size_t i = 0; i < cases->len; i++)
+        if (strcmp(json_get(&cases->items[i], "name")->string, "qwen3-head-dim-32") == 0) test_kv_batch(&cases->items[i]);
+    json_free(&kv_doc);
+    free(kv_text);
     json_free(&doc);
     free(text);
     test_config();
+    test_kv_memory();
     test_load_errors();
     return test_summary("test_net");
 }

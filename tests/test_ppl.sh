@@ -46,6 +46,17 @@ $RUN ppl "$model" - -c "$(field ppl 1 window)" --stride "$(field ppl 1 stride)" 
 check "ppl --dtype f32 from standard input: the same perplexity" same_ppl 1
 $RUN ppl "$model" "$text" -c "$(field ppl 1 window)" --stride "$(field ppl 1 stride)" --dtype q8 >"$tmp/out" 2>/dev/null
 check "ppl --dtype q8: says its format" grep -q "q8 weights)$" "$tmp/out"
+# A KV cache of bf16: the line says so; the perplexity moves, but little (the
+# logits move by at most 1.5e-2 of the largest: tests/test_net.c).
+$RUN ppl "$model" "$text" -c "$(field ppl 1 window)" --stride "$(field ppl 1 stride)" -ctk bf16 -ctv bf16 >"$tmp/bf16" 2>/dev/null
+check "ppl -ctk bf16 -ctv bf16: says its KV cache" grep -q "bf16 weights, KV cache bf16/bf16)$" "$tmp/bf16"
+$RUN ppl "$model" "$text" -c "$(field ppl 1 window)" --stride "$(field ppl 1 stride)" >"$tmp/f32" 2>/dev/null
+check "ppl -ctk bf16 -ctv bf16: another perplexity, within 1% of f32's" python3 -c "
+import sys
+a, b = (float(open(f).read().split()[1]) for f in sys.argv[1:3])
+sys.exit(0 if a != b and abs(a - b) <= 1e-2 * b else 1)" "$tmp/bf16" "$tmp/f32"
+status 1 $RUN ppl "$model" "$text" -ctk q8_0
+check "ppl -ctk q8_0 on head_dim 16: refused" one_error "a q8_0 KV cache needs head_dim to be a multiple of 32"
 
 # ---- errors ----
 status 2 $RUN ppl "$model"

@@ -808,12 +808,95 @@ static void test_mask(void) {
     sampler_free(s);
 }
 
+/* OpenAI's presence and frequency penalties count the generated tokens
+ * only; the logit bias is added first of all. Worked out by hand. */
+static void test_openai_penalties_and_bias(void) {
+    /* Context: the prompt {2, 2}, then generated {0, 0, 0, 1, 7} (7 is
+     * outside a vocabulary of 4). Frequency 0.5, presence 0.25: token 0
+     * (3 times) 1 - 3 * 0.5 - 0.25 = -0.75; token 1 (once) 1 - 0.5 - 0.25 =
+     * 0.25; token 2 is in the prompt only, token 3 nowhere: both stay 1. */
+    const int context[] = {2, 2, 0, 0, 0, 1, 7};
+    SamplerConfig cfg = config(1, 0, 1, 0, 1);
+    cfg.frequency_penalty = 0.5;
+    cfg.presence_penalty = 0.25;
+    Error e;
+    Sampler *s = sampler_new(&cfg, 4, &e);
+    float logits[4] = {1, 1, 1, 1};
+    const SamplerCandidate *c;
+    sampler_candidates(s, logits, context, 7, 5, &c);
+    CHECK(logits[0] == -0.75f && logits[1] == 0.25f && logits[2] == 1 && logits[3] == 1,
+          "frequency 0.5, presence 0.25: %g %g %g %g (want -0.75 0.25 1 1)", logits[0], logits[1], logits[2], logits[3]);
+    /* The counts start over each step: the same call gives the same logits. */
+    float again[4] = {1, 1, 1, 1};
+    sampler_candidates(s, again, context, 7, 5, &c);
+    CHECK(memcmp(again, logits, sizeof again) == 0, "the next step counts afresh");
+    sampler_free(s);
+    /* Negative values favour what was generated: 1 + 3 * 1 + 2 = 6 and 1 + 1 + 2 = 4. */
+    cfg.frequency_penalty = -1;
+    cfg.presence_penalty = -2;
+    s = sampler_new(&cfg, 4, &e);
+    float favour[4] = {1, 1, 1, 1};
+    sampler_candidates(s, favour, context, 7, 5, &c);
+    CHECK(favour[0] == 6 && favour[1] == 4 && favour[2] == 1, "negative penalties favour: %g %g %g", favour[0], favour[1], favour[2]);
+    sampler_free(s);
+
+    /* Bias {1: +2.5, 3: -100} on equal logits: weights 1, e^2.5, 1, e^-100. */
+    const LogitBias bias[] = {{1, 2.5f}, {3, -100}};
+    cfg = config(1, 0, 1, 0, 1);
+    cfg.bias = bias;
+    cfg.n_bias = 2;
+    s = sampler_new(&cfg, 4, &e);
+    float flat[4] = {0, 0, 0, 0};
+    size_t n = sampler_candidates(s, flat, NULL, 0, 0, &c);
+    double total = 2 + exp(2.5) + exp(-100);
+    CHECK(n == 4 && flat[1] == 2.5f && flat[3] == -100 && fabs(c[0].prob - 1 / total) < 1e-6 &&
+              fabs(c[1].prob - exp(2.5) / total) < 1e-6 && c[3].prob < 1e-40,
+          "bias 2.5 and -100: probabilities %g %g %g %g", c[0].prob, c[1].prob, c[2].prob, c[3].prob);
+    sampler_free(s);
+    /* Greedy: -100 on the best token hands the step to the second. */
+    const LogitBias ban[] = {{2, -100}};
+    cfg = config(0, 0, 1, 0, 1);
+    cfg.bias = ban;
+    cfg.n_bias = 1;
+    s = sampler_new(&cfg, 4, &e);
+    float best[4] = {0.5f, 3, 9, 1};
+    CHECK(sampler_sample(s, best, NULL, 0, 0) == 1, "greedy with token 2 banned: token 1");
+    /* A token the mask rules out stays out, whatever its bias. */
+    const LogitBias push[] = {{0, 100}};
+    sampler_free(s);
+    cfg.bias = push;
+    s = sampler_new(&cfg, 4, &e);
+    uint64_t mask[1] = {1u << 1 | 1u << 2};
+    sampler_set_mask(s, mask);
+    float masked[4] = {0, 1, 2, 0};
+    CHECK(sampler_sample(s, masked, NULL, 0, 0) == 2 && masked[0] == -INFINITY, "bias +100 on a masked token: still out");
+    sampler_free(s);
+    /* The bias comes before the repetition penalty: (1 + 1) / 2 = 1, not 1 / 2 + 1. */
+    const LogitBias one[] = {{0, 1}};
+    cfg = config(1, 0, 1, 0, 2);
+    cfg.bias = one;
+    cfg.n_bias = 1;
+    s = sampler_new(&cfg, 2, &e);
+    float order[2] = {1, 0};
+    const int seen[] = {0};
+    sampler_candidates(s, order, seen, 1, 0, &c);
+    CHECK(order[0] == 1, "bias, then the repetition penalty: %g (want 1)", order[0]);
+    sampler_free(s);
+    /* Refused: a bias outside [-100, 100], a token outside the vocabulary. */
+    const LogitBias big[] = {{0, 100.5f}}, far[] = {{4, 1}};
+    cfg.bias = big;
+    CHECK(sampler_new(&cfg, 4, &e) == NULL && strstr(e.msg, "[-100, 100]"), "bias 100.5: refused (%s)", e.msg);
+    cfg.bias = far;
+    CHECK(sampler_new(&cfg, 4, &e) == NULL && strstr(e.msg, "token 4"), "bias for token 4 of 4: refused (%s)", e.msg);
+}
+
 int main(void) {
     test_config();
     test_mask();
     test_rng();
     test_greedy();
     test_repetition_penalty();
+    test_openai_penalties_and_bias();
     test_temperature();
     test_top_k();
     test_top_p();

@@ -475,8 +475,11 @@ log = server.text()
 check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report:\n" + log[-3000:])
 
 # ---- for operators: metrics, props, a model by id, CORS, the JSON access log, a graceful drain ----
+# (A long drain timeout: the drain below waits for 300 tokens, which the
+# plain kernels under the sanitizers on a busy machine take more than the
+# default 30 s to write.)
 server = Server("operators", "-c", "512", "--parallel", "2", "--seed", "1", "--cors", "https://good.example",
-                "--log-format", "json")
+                "--log-format", "json", "--drain-timeout", "600")
 status, _, body = server.request("GET", "/v1/models/model")
 check(status == 200 and json.loads(body)["id"] == "model" and json.loads(body)["object"] == "model",
       "GET /v1/models/{id}: the model")
@@ -485,8 +488,8 @@ check(status == 404 and json_error(b"\r\n\r\n" + body), "GET /v1/models/{another
 status, _, body = server.request("GET", "/props")
 props = json.loads(body)
 check(status == 200 and props["slots"] == 2 and props["context_per_slot"] == 512 and props["model"] == "model"
-      and props["chat_template"] == {"tools": True, "thinking": False},
-      f"GET /props: slots, context, Qwen2.5's template shows tools and has no thinking switch ({props})")
+      and props["chat_template"] == {"tools": True, "thinking": False, "tool_call_syntax": "qwen"},
+      f"GET /props: slots, context, Qwen2.5's template shows tools, writes Qwen's calls, has no thinking switch ({props})")
 usage = []
 for i in range(3):
     status, body = server.post("/v1/completions", {"prompt": golden["gen"][i]["prompt"], "max_tokens": 4 + i})
@@ -581,7 +584,8 @@ got = read_until(s, b"data: [DONE]\n\n\r\n0\r\n\r\n", got)
 chunks, done = events(got.split(b"\r\n\r\n", 1)[1].replace(b"\r\n", b"\n"))
 check(done and chunks[-1]["choices"][0]["finish_reason"] == "length"
       and sum(1 for c in chunks if c["choices"] and c["choices"][0]["text"]) >= 250,
-      "the stream under way finished: all 300 tokens, finish_reason length, [DONE]")
+      f"the stream under way finished: all 300 tokens, finish_reason length, [DONE] (done {done}, "
+      f"{sum(1 for c in chunks if c['choices'] and c['choices'][0]['text'])} text chunks, last {chunks[-1:]!r:.300})")
 keep.close()
 s.close()
 code = server.proc.wait(timeout=30)
@@ -607,6 +611,30 @@ code = server.proc.wait(timeout=30)
 check(code == 0 and time.time() - t0 < 5 and b"data: [DONE]" in got,
       f"a second signal: the stream ends at once with [DONE], exit 0 (got {code})")
 s.close()
+
+# ---- a KV cache of bf16 keys and values in the slots ----
+# One slot: a follow-up turn computes only its new tokens from the kept
+# cache, then, after another conversation took the slot, all of them again;
+# the reply is the same both ways (cached rows are the rows a new pass writes).
+server = Server("bf16-cache", "-c", "256", "--parallel", "1", "-ctk", "bf16", "--cache-type-v=bf16")
+status, body = chat(server, first_turn, max_tokens=n_chat, temperature=0)
+check(status == 200 and body["usage"]["completion_tokens"] == n_chat, f"bf16 KV cache: chat turn 1 ({body})")
+follow_up = first_turn + [{"role": "assistant", "content": body["choices"][0]["message"]["content"]},
+                          {"role": "user", "content": conversation[2]["content"]}]
+status, kept = chat(server, follow_up, max_tokens=n_chat, temperature=0)
+status2, _ = chat(server, [{"role": "user", "content": "a different conversation"}], max_tokens=2)
+status3, again = chat(server, follow_up, max_tokens=n_chat, temperature=0)
+check(status == status2 == status3 == 200 and kept["usage"]["prompt_tokens_details"]["cached_tokens"] >= len(turn_ids[0])
+      and again["usage"]["prompt_tokens_details"]["cached_tokens"] < len(turn_ids[0]),
+      f"bf16 KV cache: turn 2 from the kept cache, then computed again ({kept['usage']}, {again['usage']})")
+check(kept["choices"][0]["message"]["content"] == again["choices"][0]["message"]["content"],
+      "bf16 KV cache: the same reply from the kept cache as computed again")
+server.stop()
+r = subprocess.run([RUN, "serve", MODEL, "--port", "0", "-ctk", "q8_0"], capture_output=True, text=True, timeout=30)
+check(r.returncode == 1 and "a q8_0 KV cache needs head_dim to be a multiple of 32" in r.stderr,
+      f"serve -ctk q8_0 on head_dim 16: refused ({r.stderr.strip()})")
+r = subprocess.run([RUN, "serve", MODEL, "--port", "0", "-ctv", "q4_0"], capture_output=True, text=True, timeout=30)
+check(r.returncode == 2 and "the types are f32 (exact), bf16 and q8_0" in r.stderr, f"serve -ctv q4_0: refused ({r.stderr.strip()})")
 
 # ---- serve's flags: only what serve honours ----
 h = subprocess.run([RUN, "serve", "--help"], capture_output=True, text=True)
