@@ -1,15 +1,16 @@
 /* chat.h - conversations with an instruction-tuned model.
  *
  * A ChatTemplate is the checkpoint's own chat template (Jinja text, from
- * chat_template.jinja or tokenizer_config.json) with the special tokens it
- * may refer to; rendering a list of messages gives exactly the text
+ * chat_template.jinja or tokenizer_config.json; or from a file the user
+ * gives, --chat-template-file) with the special tokens it may refer to; rendering a list of messages gives exactly the text
  * transformers' apply_chat_template(..., tokenize=False) gives. The server
  * renders its requests' messages with it.
  *
  * A Chat is the command line's conversation: its messages, rendered and
  * tokenized as a whole every turn, with the oldest turns dropped when it
- * outgrows the context. The Sequence that runs it keeps the KV cache of the
- * tokens a turn begins with, so a turn computes only its new tokens. */
+ * outgrows the context (the last turn alone may fill it). The Sequence that
+ * runs it (session.c) keeps the KV cache of the tokens a turn begins with,
+ * so a turn computes only its new tokens. */
 #ifndef CHAT_H
 #define CHAT_H
 

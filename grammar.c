@@ -234,13 +234,6 @@ static int utf8_encode(uint32_t c, unsigned char *out) {
     return 4;
 }
 
-static int hex_value(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* One character of a literal or class: an escape or a UTF-8 character. */
 static int read_char(Parser *p, uint32_t *cp) {
     if (peek(p) != '\\') return read_utf8(p, cp);
@@ -252,7 +245,7 @@ static int read_char(Parser *p, uint32_t *cp) {
     if (digits) {
         uint32_t v = 0;
         for (int i = 0; i < digits; i++) {
-            int h = hex_value(peek(p));
+            int h = hex_digit(peek(p));
             if (h < 0) return parse_error(p, "\\%c needs %d hex digits", c, digits);
             v = v << 4 | (uint32_t)h;
             p->pos++;

@@ -76,12 +76,9 @@ static int parse_value(Parser *ps, JsonValue *out, int depth);
 static int hex4(const char *s, unsigned *out) {
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-        else return -1;
+        int d = hex_digit(s[i]);
+        if (d < 0) return -1;
+        v = v << 4 | (unsigned)d;
     }
     *out = v;
     return 0;

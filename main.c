@@ -1,16 +1,16 @@
-/* main.c - the command line: argument parsing and printing, one cmd_*
- * function per subcommand. The work itself is done by the modules.
+/* main.c - the command line: arguments, help and printing, one cmd_*
+ * function per subcommand. The model is the first operand or -m/--model's
+ * value, for every command (args.c reads them); the flags follow
+ * llama.cpp's names. The work is done by the modules: checkpoint.c loads,
+ * session.c runs gen and chat (the reply loop, chat's turns), console.c is
+ * the terminal, bench.c and perplexity.c time and score; no loop over
+ * tokens is here.
  *
  * Exit status, everywhere: 0 on success, 1 on a runtime error (a bad file, a
  * prompt too long for the context), 2 on a usage error (an unknown flag, a
  * bad value), 130 when gen is interrupted with Ctrl-C. */
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
 #include <math.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
+#include "bench.h"
 #include "chat.h"
+#include "checkpoint.h"
 #include "config.h"
+#include "console.h"
 #include "embed.h"
 #include "engine.h"
 #include "generate.h"
@@ -31,123 +35,13 @@
 #include "sampler.h"
 #include "schema.h"
 #include "server.h"
+#include "session.h"
+#include "threads.h"
 #include "tokenizer.h"
+#include "trace.h"
 #include "util.h"
 
 #define RUN_VERSION "0.3.0"
-
-/* ---- reading arguments ---- */
-
-/* The arguments of a subcommand, read one at a time. A flag's value may be
- * the next argument or written into it (--threads=4); "--" ends the flags.
- * The model is the first operand, or -m/--model's value. */
-typedef struct {
-    const char *command;       /* the subcommand, for messages */
-    int argc;
-    char **argv;
-    int i;                     /* the argument being read */
-    const char *attached;      /* the value given as --flag=value, or NULL */
-    bool flags_done;           /* after "--", everything is an operand */
-    const char *model;         /* -m/--model's value, or NULL */
-    const char **operands;     /* [argc] the arguments that are not flags, in order */
-    int n_operands;
-} Args;
-
-/* A usage error of the subcommand, with the hint that says where help is. */
-static noreturn void usage_error(const Args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static noreturn void usage_error(const Args *a, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    die_usage("%s: %s (see 'run %s --help')", a->command, msg, a->command);
-}
-
-/* Whether the current argument is one of `names` ("-t|--threads"), alone or
- * as name=value. */
-static bool is_flag(Args *a, const char *names) {
-    const char *arg = a->argv[a->i];
-    if (a->flags_done || arg[0] != '-') return false;
-    size_t len = strcspn(arg, "=");
-    for (const char *n = names; *n;) {
-        size_t n_len = strcspn(n, "|");
-        if (n_len == len && strncmp(n, arg, len) == 0) {
-            a->attached = arg[len] == '=' ? arg + len + 1 : NULL;
-            return true;
-        }
-        n += n_len + (n[n_len] == '|');
-    }
-    return false;
-}
-
-/* The value of the flag just matched: attached, or the next argument. */
-static const char *flag_value(Args *a) {
-    if (a->attached) return a->attached;
-    if (a->i + 1 >= a->argc) usage_error(a, "%s needs a value", a->argv[a->i]);
-    return a->argv[++a->i];
-}
-
-/* Refuses a value given to a flag that takes none (--pieces=yes). */
-static void no_value(const Args *a) {
-    if (a->attached) usage_error(a, "%.*s takes no value", (int)strcspn(a->argv[a->i], "="), a->argv[a->i]);
-}
-
-static long parse_long(const Args *a, const char *what, const char *value, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (*value == '\0' || *end != '\0' || errno || v < lo || v > hi)
-        usage_error(a, "%s: expected an integer in [%ld, %ld], got '%s'", what, lo, hi, value);
-    return v;
-}
-
-static double parse_double(const Args *a, const char *what, const char *value) {
-    char *end;
-    double v = strtod(value, &end);
-    if (*value == '\0' || *end != '\0' || !isfinite(v)) usage_error(a, "%s: expected a number, got '%s'", what, value);
-    return v;
-}
-
-/* An operand (not a flag): "-" alone is one (standard input). */
-static bool is_operand(const Args *a) {
-    const char *arg = a->argv[a->i];
-    return a->flags_done || arg[0] != '-' || arg[1] == '\0';
-}
-
-/* An argument that no flag of the command took: "--" (the end of the
- * flags), -m/--model, an unknown flag (refused) or an operand, kept. */
-static void other_argument(Args *a) {
-    const char *arg = a->argv[a->i];
-    if (!a->flags_done && strcmp(arg, "--") == 0) {
-        a->flags_done = true;
-    } else if (is_flag(a, "-m|--model")) {
-        if (a->model) usage_error(a, "-m: the model is given twice");
-        a->model = flag_value(a);
-    } else if (!is_operand(a)) {
-        usage_error(a, "unknown flag '%s'", arg);
-    } else {
-        a->operands[a->n_operands++] = arg;
-    }
-}
-
-/* After the arguments: the model (-m's, else the first operand, which it
- * takes from the operands). At most `most` operands may be left; `hint`
- * follows the message about one too many. */
-static const char *command_model(Args *a, int most, const char *hint) {
-    const char *model = a->model;
-    if (!model) {
-        if (a->n_operands == 0) usage_error(a, "MODEL is missing (the first argument, or -m MODEL)");
-        model = a->operands[0];
-        a->operands++;
-        a->n_operands--;
-    }
-    if (a->n_operands > most) usage_error(a, "unexpected argument '%s'%s", a->operands[most], hint);
-    return model;
-}
-
-/* The i-th operand left after the model, or NULL. */
-static const char *operand(const Args *a, int i) { return i < a->n_operands ? a->operands[i] : NULL; }
 
 /* ---- the model flags ---- */
 
@@ -206,181 +100,6 @@ static bool model_flag(Args *a, ModelOptions *opt) {
     else if (is_flag(a, "-ctv|--cache-type-v")) opt->cache_type_v = parse_cache_type(a, "--cache-type-v", flag_value(a));
     else return false;
     return true;
-}
-
-static void check_token(const Model *m, long id) {
-    if (id < 0 || id >= m->config.vocab_size) die("token id %ld is outside the vocabulary [0, %d)", id, m->config.vocab_size);
-}
-
-/* What to do about input too long for the context: `shorten` (what to
- * cut), or a larger -c while the model allows one. */
-static const char *too_long_advice(char *buf, size_t size, const Model *m, const char *shorten) {
-    if (m->max_context < m->config.max_pos)
-        snprintf(buf, size, "%s, or raise -c (the model allows up to %d)", shorten, m->config.max_pos);
-    else
-        snprintf(buf, size, "%s (%d positions is the most the model allows)", shorten, m->config.max_pos);
-    return buf;
-}
-
-/* ---- a progress line while loading ---- */
-
-/* On a terminal, a load that takes more than a second (a cold page cache,
- * a conversion to q8) gets a line on stderr saying what it is doing. */
-typedef struct {
-    const char *model;
-    const char *phase;         /* what is happening now */
-    char writing[600];         /* or: the prepared file being written and how far */
-    double start;
-    bool done, shown;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    pthread_t thread;
-} Progress;
-
-enum { PROGRESS_DELAY_MS = 1000, PROGRESS_EVERY_MS = 250 };
-
-static void *progress_main(void *arg) {
-    Progress *p = arg;
-    pthread_mutex_lock(&p->lock);
-    while (!p->done) {
-        double elapsed = now_seconds() - p->start;
-        if (elapsed * 1e3 >= PROGRESS_DELAY_MS) {
-            if (p->writing[0]) fprintf(stderr, "\r\033[Krun: %s (%.1f s)", p->writing, elapsed);
-            else fprintf(stderr, "\r\033[Krun: %s %s (%.1f s)", p->phase, p->model, elapsed);
-            p->shown = true;
-        }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        long ns = until.tv_nsec + PROGRESS_EVERY_MS * 1000000L;
-        until.tv_sec += ns / 1000000000L;
-        until.tv_nsec = ns % 1000000000L;
-        pthread_cond_timedwait(&p->wake, &p->lock, &until);
-    }
-    if (p->shown) fputs("\r\033[K", stderr);
-    pthread_mutex_unlock(&p->lock);
-    return NULL;
-}
-
-static void progress_start(Progress *p, const char *model) {
-    *p = (Progress){.model = model, .phase = "loading", .start = now_seconds()};
-    pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->wake, NULL);
-    if (!isatty(STDERR_FILENO) || pthread_create(&p->thread, NULL, progress_main, p) != 0) p->done = true;
-}
-
-static void progress_phase(Progress *p, const char *phase) {
-    pthread_mutex_lock(&p->lock);
-    p->phase = phase;
-    pthread_mutex_unlock(&p->lock);
-}
-
-/* ModelOptions.progress: the prepared file is being written. */
-static void progress_writing(void *ctx, const char *path, double done) {
-    Progress *p = ctx;
-    pthread_mutex_lock(&p->lock);
-    snprintf(p->writing, sizeof p->writing, "writing the prepared weights %.500s: %.0f%%", path, 100 * done);
-    pthread_mutex_unlock(&p->lock);
-}
-
-static void progress_end(Progress *p) {
-    pthread_mutex_lock(&p->lock);
-    bool running = !p->done;
-    p->done = true;
-    pthread_cond_signal(&p->wake);
-    pthread_mutex_unlock(&p->lock);
-    if (running) pthread_join(p->thread, NULL);
-    pthread_mutex_destroy(&p->lock);
-    pthread_cond_destroy(&p->wake);
-}
-
-/* ---- loading a checkpoint ---- */
-
-/* Loads the model and the tokenizer of checkpoint MODEL, and checks its
- * generation_config.json, so that every command refuses a broken folder
- * (download.sh and make chat trust `run info` to check one). The tokenizer
- * is optional for the commands that only run token ids (info, fwd, bench):
- * without tokenizer.json they get NULL. */
-static Tokenizer *open_checkpoint(Model *m, const char *path, const ModelOptions *options, bool need_tokenizer, bool weights) {
-    Error e;
-    Progress progress;
-    progress_start(&progress, path);
-    progress_phase(&progress, !options->no_prepared ? "reading the weights of" :
-                              options->dtype == DTYPE_AS_Q8 || options->dtype == DTYPE_AS_Q4 ? "quantizing the weights of" :
-                              options->dtype == DTYPE_AS_F32 ? "converting the weights of" : "laying out the weights of");
-    ModelOptions opt_ = *options, *opt = &opt_;
-    opt->progress = progress_writing;
-    opt->progress_ctx = &progress;
-    if ((weights ? model_load : model_open)(m, path, opt, &e) != 0) progress_end(&progress), die("%s", e.msg);
-    if (m->prepared_note.msg[0]) warn("%s", m->prepared_note.msg);
-    progress_phase(&progress, "loading the tokenizer of");
-    GenerationConfig unused;
-    char *tok_path = model_path(path, "tokenizer.json");
-    Tokenizer *t = NULL;
-    int rc = generation_config_load(&unused, path, &m->config, -1, &e);
-    if (rc == 0 && (need_tokenizer || access(tok_path, F_OK) == 0)) {
-        t = tokenizer_load(tok_path, &e);
-        rc = t ? 0 : -1;
-        /* The tokenizer must not make ids that the model has no embedding for. */
-        if (t && tokenizer_vocab_size(t) > m->config.vocab_size)
-            rc = fail(&e, "%s: token ids go up to %d, past the model's vocab_size of %d", tok_path,
-                      tokenizer_vocab_size(t) - 1, m->config.vocab_size);
-    }
-    progress_end(&progress);
-    free(tok_path);
-    if (rc != 0) die("%s", e.msg);
-    if (m->config.multimodal)
-        fprintf(stderr, "run: %s is an image-text checkpoint: its language model runs, the vision tower is not used\n", path);
-    if (opt->threads > cpu_count())
-        warn("-t %d: this process may use %d CPU%s; more threads than that wait for each other", opt->threads, cpu_count(),
-             cpu_count() == 1 ? "" : "s");
-    return t;
-}
-
-static Tokenizer *load_checkpoint(Model *m, const char *path, const ModelOptions *opt, bool need_tokenizer) {
-    return open_checkpoint(m, path, opt, need_tokenizer, true);
-}
-
-/* ---- reading input ---- */
-
-/* All of standard input, with a terminating zero after its *len bytes. On
- * a terminal, one Ctrl-D ends it, even in the middle of a line (the read
- * then returns a line without its newline). */
-static char *read_standard_input(size_t *len) {
-    bool terminal = isatty(STDIN_FILENO);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = xmalloc(cap);
-    for (;;) {
-        if (cap - n < 2) buf = xrealloc(buf, cap *= 2, 1);  /* room for a byte and the zero */
-        ssize_t got = read(STDIN_FILENO, buf + n, cap - n - 1);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) die("standard input: %s", strerror(errno));
-        n += (size_t)got;
-        if (got == 0 || (terminal && buf[n - 1] != '\n')) break;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
-/* Token ids separated by spaces, commas or newlines ("9707, 11 1879"). */
-static int *parse_ids(const Args *a, const char *what, const char *text, int *n) {
-    int cap = 16, count = 0;
-    int *ids = xmalloc((size_t)cap * sizeof *ids);
-    for (const char *p = text;;) {
-        p += strspn(p, " \t\r\n");
-        if (*p == '\0') break;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > 1 << 30 || (*end && !strchr(" \t\r\n,", *end)))
-            usage_error(a, "%s: expected token ids separated by spaces or commas, got '%.60s'", what, text);
-        if (count == cap) ids = xrealloc(ids, (size_t)(cap *= 2), sizeof *ids);
-        ids[count++] = (int)v;
-        p = end + strspn(end, " \t\r\n");
-        if (*p == ',') p++;
-    }
-    *n = count;
-    return ids;
 }
 
 /* ---- info ---- */
@@ -477,7 +196,7 @@ static int cmd_info(Args *a) {
     }
     const char *path = command_model(a, 0, "");
     Model m;
-    Tokenizer *tokenizer = open_checkpoint(&m, path, &opt, false, false);  /* no weight is read */
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, false, false);  /* no weight is read */
     const Config *c = &m.config;
     printf("model: %s\n", path);
     printf("architecture: %s, %d layers, hidden %d, MLP %d, %d query heads, %d key/value heads, head_dim %d\n",
@@ -553,7 +272,7 @@ static int cmd_prepare(Args *a) {
     if (opt.cache_type_k != KV_F32 || opt.cache_type_v != KV_F32)
         usage_error(a, "--cache-type-k/-v: prepare makes no KV cache");
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, false, true);
     if (!m.prepared.path) die("no prepared file was written (%s)", m.prepared_note.msg);
     printf("%s: %s, %.1f MB (%s)\n", m.prepared.path, m.prepared.made_now ? "written" : "up to date", m.prepared.size / 1e6,
            weight_type_name(m.dtype));
@@ -564,64 +283,28 @@ static int cmd_prepare(Args *a) {
 
 /* ---- fwd ---- */
 
-/* Prints text with C escapes for control characters and quotes. */
-static void print_escaped(FILE *f, const char *text, size_t len) {
-    for (size_t k = 0; k < len; k++) {
-        unsigned char ch = (unsigned char)text[k];
-        if (ch == '\n') fputs("\\n", f);
-        else if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20 || ch == 0x7F) fprintf(f, "\\x%02x", ch);
-        else fputc(ch, f);
-    }
-}
-
-/* "text" of a token (escaped), or nothing without a tokenizer. */
-static void print_token_text(FILE *f, const Tokenizer *t, int id) {
-    size_t len;
-    char *text = t ? tokenizer_decode(t, &id, 1, &len) : NULL;
-    if (!text) return;
-    fputc('"', f);
-    print_escaped(f, text, len);
-    fputc('"', f);
-    free(text);
-}
-
 /* Prints the 5 highest logits of one position, with each token's text. */
 static void print_top5(const float *logits, int vocab, const Tokenizer *t) {
     int top[5], n = top_indices(top, 5, logits, vocab);
     for (int i = 0; i < n; i++) {
         printf("  %d. id %-7d logit %10.6f  ", i + 1, top[i], logits[top[i]]);
-        print_token_text(stdout, t, top[i]);
+        trace_token_text(stdout, t, top[i]);
         putchar('\n');
     }
 }
 
-/* The trace of fwd -v (and of gen -vv): each step's first values and L2
- * norm, of the last token of the block. Level 1 shows q, k, v and the
- * residual stream; level 2 every step. */
+/* fwd --logits FILE: raw float32 rows as forward_prompt_each gives them. */
 typedef struct {
-    FILE *out;
-    int level;
-} Trace;
+    FILE *f;
+    const char *path;
+    int vocab;
+} LogitsFile;
 
-static void trace_vectors(void *ctx, ProbeStep step, int layer, int pos, int n, const float *rows, int width) {
-    const Trace *t = ctx;
-    bool main_step = step == PROBE_Q || step == PROBE_K || step == PROBE_V || step == PROBE_RESID_ATTN || step == PROBE_RESID;
-    if (t->level < 2 && !main_step) return;
-    const float *v = rows + (size_t)(n - 1) * width;
-    double ss = 0;
-    for (int i = 0; i < width; i++) ss += (double)v[i] * v[i];
-    int show = t->level > 1 ? 8 : 4;
-    (void)pos;
-    if (layer >= 0) fprintf(t->out, "layer %2d ", layer);
-    const char *name = probe_step_name(step);
-    fprintf(t->out, "%-10s [", name);
-    for (int i = 0; i < show && i < width; i++) fprintf(t->out, "%s%.6f", i ? ", " : "", v[i]);
-    fprintf(t->out, "%s] |%s|=%.6f\n", width > show ? ", ..." : "", name, sqrt(ss));
-}
-
-static void write_floats(FILE *f, const char *path, const float *v, size_t n) {
-    if (fwrite(v, sizeof(float), n, f) != n) die("%s: write failed", path);
+static void write_logit_rows(void *ctx, const float *rows, int first, int n_rows) {
+    const LogitsFile *out = ctx;
+    size_t n = (size_t)n_rows * out->vocab;
+    (void)first;
+    if (fwrite(rows, sizeof(float), n, out->f) != n) die("%s: write failed", out->path);
 }
 
 static int cmd_fwd(Args *a) {
@@ -665,7 +348,7 @@ static int cmd_fwd(Args *a) {
     int n, pos = 0, *ids;
     if (tokens_arg) {
         size_t len;
-        char *text = strcmp(tokens_arg, "-") == 0 ? read_standard_input(&len) : xstrdup(tokens_arg);
+        char *text = strcmp(tokens_arg, "-") == 0 ? console_read_all(&len) : xstrdup(tokens_arg);
         ids = parse_ids(a, "--tokens", text, &n);
         free(text);
         if (n == 0) usage_error(a, "--tokens: no token ids given");
@@ -677,36 +360,29 @@ static int cmd_fwd(Args *a) {
     }
     Model m;
     double t0 = now_seconds();
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, false, true);
     double load_seconds = now_seconds() - t0;
-    for (int i = 0; i < n; i++) check_token(&m, ids[i]);
+    checkpoint_check_tokens(&m, ids, (size_t)n);
     char advice[160];
     if ((long)pos + n > m.max_context)
         die("the last token's position, %ld, is past the context of %d positions: %s", (long)pos + n - 1, m.max_context,
-            too_long_advice(advice, sizeof advice, &m, tokens_arg ? "give fewer tokens" : "give a smaller POS"));
+            context_advice(advice, sizeof advice, &m, tokens_arg ? "give fewer tokens" : "give a smaller POS"));
     Trace trace = {.out = stdout, .level = verbose};
     Probe probe = {.ctx = &trace, .vectors = trace_vectors};
     if (verbose) m.probe = &probe;
     Report *report = report_path ? report_new(&m, tokenizer, verbose ? &probe : NULL) : NULL;
-    FILE *out = NULL;
-    if (logits_path && !(out = fopen(logits_path, "wb"))) die("%s: cannot create: %s", logits_path, strerror(errno));
+    LogitsFile out = {.path = logits_path, .vocab = m.config.vocab_size};
+    if (logits_path && !(out.f = fopen(logits_path, "wb"))) die("%s: cannot create: %s", logits_path, strerror(errno));
 
-    /* Blocks of tokens, keeping every position's logits when they are written out. */
+    /* Every position's logits go to the file as they come. */
     KVCache kv;
     kv_cache_init(&kv, &m, m.max_context);
-    const float *last = NULL;
-    int vocab = m.config.vocab_size;
     t0 = now_seconds();
-    for (int done = 0; done < n; done += m.state.max_tokens) {
-        int block = n - done < m.state.max_tokens ? n - done : m.state.max_tokens;
-        const float *logits = forward(&m, &kv, ids + done, block, pos + done, out != NULL);
-        if (out) write_floats(out, logits_path, logits, (size_t)block * vocab);
-        last = out ? logits + (size_t)(block - 1) * vocab : logits;
-    }
+    const float *last = forward_prompt_each(&m, &kv, ids, n, pos, out.f ? write_logit_rows : NULL, &out);
     double seconds = now_seconds() - t0;
-    if (out && fclose(out) != 0) die("%s: write failed", logits_path);
+    if (out.f && fclose(out.f) != 0) die("%s: write failed", logits_path);
     printf("next token after id %d at position %d:\n", ids[n - 1], pos + n - 1);
-    print_top5(last, vocab, tokenizer);
+    print_top5(last, m.config.vocab_size, tokenizer);
     if (report) {
         ReportRun run = {.command = "fwd", .model = path, .threads = pool_size(m.pool),
                          .kv_bytes = kv_cache_bytes(&m.config, kv.capacity, kv.key_type, kv.value_type), .load_seconds = load_seconds,
@@ -725,18 +401,22 @@ static int cmd_fwd(Args *a) {
 
 /* ---- bench ---- */
 
-static int compare_doubles(const void *x, const void *y) {
-    double p = *(const double *)x, q = *(const double *)y;
-    return (p > q) - (p < q);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, compare_doubles);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+/* BenchProgress: the line of each repeat (or of filling the cache). */
+static void show_repeat(void *ctx, int repeat, double prefill, double decode) {
+    const BenchOptions *o = ctx;
+    if (repeat < 0) {
+        printf("filled the KV cache to depth %d in %.2f s\n", o->depth, prefill);
+        return;
+    }
+    printf("repeat %d:", repeat + 1);
+    if (o->n_prompt) printf(" prefill %.1f tok/s%s", prefill, o->n_gen ? "," : "");
+    if (o->n_gen) printf(" decode %.1f tok/s", decode);
+    printf("\n");
+    fflush(stdout);
 }
 
 static int cmd_bench(Args *a) {
-    int n_prompt = 128, n_gen = 64, repeats = 3, depth = 0;
+    BenchOptions b = {.n_prompt = 128, .n_gen = 64, .repeats = 3, .depth = 0};
     ModelOptions opt = {0};
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
@@ -758,77 +438,38 @@ static int cmd_bench(Args *a) {
             return 0;
         }
         if (model_flag(a, &opt)) continue;
-        if (is_flag(a, "-p")) n_prompt = (int)parse_long(a, "-p", flag_value(a), 0, 1 << 20);
-        else if (is_flag(a, "-n")) n_gen = (int)parse_long(a, "-n", flag_value(a), 0, 1 << 20);
-        else if (is_flag(a, "-r")) repeats = (int)parse_long(a, "-r", flag_value(a), 1, 1000);
-        else if (is_flag(a, "-d|--depth")) depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
+        if (is_flag(a, "-p")) b.n_prompt = (int)parse_long(a, "-p", flag_value(a), 0, 1 << 20);
+        else if (is_flag(a, "-n")) b.n_gen = (int)parse_long(a, "-n", flag_value(a), 0, 1 << 20);
+        else if (is_flag(a, "-r")) b.repeats = (int)parse_long(a, "-r", flag_value(a), 1, 1000);
+        else if (is_flag(a, "-d|--depth")) b.depth = (int)parse_long(a, "--depth", flag_value(a), 0, 1 << 24);
         else other_argument(a);
     }
     const char *path = command_model(a, 0, "");
-    if (n_prompt == 0 && n_gen == 0) usage_error(a, "-p 0 and -n 0: nothing to time");
-    if (!opt.context) opt.context = depth + (n_prompt > n_gen ? n_prompt : n_gen);
+    if (b.n_prompt == 0 && b.n_gen == 0) usage_error(a, "-p 0 and -n 0: nothing to time");
+    int most = b.n_prompt > b.n_gen ? b.n_prompt : b.n_gen;
+    if (!opt.context) opt.context = b.depth + most;
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, false);
-    int vocab = m.config.vocab_size, longest = n_prompt > depth ? n_prompt : depth > 0 ? depth : 1;
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, false, true);
     char advice[160];
-    if ((long)depth + n_prompt > m.max_context || (long)depth + n_gen > m.max_context)
-        die("depth %d + %d tokens do not fit the context of %d positions: %s", depth, n_prompt > n_gen ? n_prompt : n_gen,
-            m.max_context, too_long_advice(advice, sizeof advice, &m, "lower -p, -n or --depth"));
-
-    /* A fixed, arbitrary prompt of valid ids. */
-    int *tokens = xmalloc((size_t)longest * sizeof *tokens);
-    for (int i = 0; i < longest; i++) tokens[i] = (int)((i * 7919L + 13) % vocab);
+    if ((long)b.depth + most > m.max_context)
+        die("depth %d + %d tokens do not fit the context of %d positions: %s", b.depth, most, m.max_context,
+            context_advice(advice, sizeof advice, &m, "lower -p, -n or --depth"));
     int threads = pool_size(m.pool);
     printf("model %s: %s weights%s, %.1f MB, %d thread%s, %s kernels, KV cache %s/%s\n", path, weight_type_name(m.dtype),
            m.math == MATH_BF16 ? " (bf16 arithmetic)" : "", model_weight_bytes(&m) / 1e6, threads, threads == 1 ? "" : "s",
            kernels_in_use(), kv_type_name(m.cache_type_k), kv_type_name(m.cache_type_v));
-
-    /* A first token maps the weights in; then the cache is filled to the depth. */
-    KVCache kv;
-    kv_cache_init(&kv, &m, m.max_context);
-    forward(&m, &kv, tokens, 1, 0, false);
-    if (depth > 0) {
-        double t0 = now_seconds();
-        forward_prompt(&m, &kv, tokens, depth, 0);
-        printf("filled the KV cache to depth %d in %.2f s\n", depth, now_seconds() - t0);
-    }
-    double *pp = xmalloc((size_t)repeats * sizeof *pp), *tg = xmalloc((size_t)repeats * sizeof *tg);
-    for (int r = 0; r < repeats; r++) {
-        double t0 = now_seconds();
-        forward_prompt(&m, &kv, tokens, n_prompt, depth);
-        pp[r] = n_prompt / (now_seconds() - t0);
-
-        int token = tokens[0];
-        t0 = now_seconds();
-        for (int i = 0; i < n_gen; i++) token = argmax(forward(&m, &kv, &token, 1, depth + i, false), vocab);
-        tg[r] = n_gen / (now_seconds() - t0);
-        printf("repeat %d:", r + 1);
-        if (n_prompt) printf(" prefill %.1f tok/s%s", pp[r], n_gen ? "," : "");
-        if (n_gen) printf(" decode %.1f tok/s", tg[r]);
-        printf("\n");
-    }
-    if (n_prompt) printf("pp%d: %.1f tok/s\n", n_prompt, median(pp, repeats));
-    if (n_gen) printf("tg%d: %.1f tok/s\n", n_gen, median(tg, repeats));
+    double *pp = xmalloc((size_t)b.repeats * sizeof *pp), *tg = xmalloc((size_t)b.repeats * sizeof *tg);
+    bench_run(&m, &b, pp, tg, show_repeat, &b);
+    if (b.n_prompt) printf("pp%d: %.1f tok/s\n", b.n_prompt, bench_median(pp, b.repeats));
+    if (b.n_gen) printf("tg%d: %.1f tok/s\n", b.n_gen, bench_median(tg, b.repeats));
     free(pp);
     free(tg);
-    free(tokens);
-    kv_cache_free(&kv);
     model_free(&m);
     tokenizer_free(tokenizer);
     return 0;
 }
 
 /* ---- tok and detok ---- */
-
-/* The tokenizer of MODEL (its tokenizer.json) for tok and detok. */
-static Tokenizer *load_tokenizer(const char *model) {
-    Error e;
-    char *path = model_path(model, "tokenizer.json");
-    Tokenizer *t = tokenizer_load(path, &e);
-    free(path);
-    if (!t) die("%s", e.msg);
-    return t;
-}
 
 static void warn_invalid_utf8(size_t bad) {
     if (bad) warn("%zu invalid UTF-8 sequence%s in the input replaced by U+FFFD", bad, bad == 1 ? "" : "s");
@@ -867,7 +508,7 @@ static int cmd_tok(Args *a) {
 
     char *data;
     size_t len;
-    Tokenizer *t = load_tokenizer(model);
+    Tokenizer *t = checkpoint_tokenizer(model);
     if (text && strcmp(text, "-") != 0) {
         data = xstrdup(text);
         len = strlen(text);
@@ -875,7 +516,7 @@ static int cmd_tok(Args *a) {
         Error e;
         if (read_file(file, &data, &len, &e) != 0) die("%s", e.msg);
     } else {
-        data = read_standard_input(&len);
+        data = console_read_all(&len);
     }
     TokenIds ids = {0};
     EncodeMode mode = (plain ? ENCODE_PLAIN : ENCODE_ADDED_TOKENS) | (special ? ENCODE_ADD_SPECIAL : 0);
@@ -917,7 +558,7 @@ static int cmd_detok(Args *a) {
     char *list;
     if (a->n_operands == 0) {
         size_t len;
-        list = read_standard_input(&len);
+        list = console_read_all(&len);
     } else {
         /* The ids of every argument, one list. */
         size_t len = 0;
@@ -926,7 +567,7 @@ static int cmd_detok(Args *a) {
         *end = '\0';
         for (int i = 0; i < a->n_operands; i++) end += sprintf(end, " %s", a->operands[i]);
     }
-    Tokenizer *t = load_tokenizer(model);
+    Tokenizer *t = checkpoint_tokenizer(model);
     int n, *ids = parse_ids(a, "token ids", list, &n);
     for (int i = 0; i < n; i++)
         if (ids[i] >= tokenizer_vocab_size(t))
@@ -939,58 +580,6 @@ static int cmd_detok(Args *a) {
     free(list);
     tokenizer_free(t);
     return 0;
-}
-
-/* ---- escapes (-e) ---- */
-
-/* The character an escape \c stands for, or -1 when it is none of \n, \r,
- * \t, \\, \' and \". */
-static int escaped_char(char c) {
-    switch (c) {
-    case 'n': return '\n';
-    case 'r': return '\r';
-    case 't': return '\t';
-    case '\\': case '\'': case '"': return c;
-    default: return -1;
-    }
-}
-
-static int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* Replaces the escapes in text[0..*len) (those of escaped_char, and \xHH)
- * by the characters they stand for, in place; any other backslash stays. */
-static void read_escapes(char *text, size_t *len) {
-    size_t out = 0;
-    for (size_t i = 0; i < *len; i++) {
-        int c = i + 1 < *len && text[i] == '\\' ? escaped_char(text[i + 1]) : -1;
-        if (c >= 0) {
-            text[out++] = (char)c;
-            i++;
-        } else if (text[i] == '\\' && i + 3 < *len && text[i + 1] == 'x' && hex_digit(text[i + 2]) >= 0 &&
-                   hex_digit(text[i + 3]) >= 0) {
-            text[out++] = (char)(hex_digit(text[i + 2]) * 16 + hex_digit(text[i + 3]));
-            i += 3;
-        } else {
-            text[out++] = text[i];
-        }
-    }
-    *len = out;
-}
-
-/* A copy of a flag's text, its escapes read when `escapes`; a usage error
- * when it comes out empty and may not be. */
-static char *flag_text(const Args *a, const char *what, const char *text, bool escapes, bool may_be_empty) {
-    char *copy = xstrdup(text);
-    size_t len = strlen(copy);
-    if (escapes) read_escapes(copy, &len);
-    copy[len] = '\0';
-    if (!may_be_empty && strlen(copy) == 0) usage_error(a, "%s: the text is empty", what);
-    return copy;
 }
 
 /* ---- generation flags ---- */
@@ -1165,24 +754,6 @@ static Grammar *grammar_from_flags(const Args *a, const GenerationFlags *f) {
     return g;
 }
 
-/* Puts grammar g (when not NULL) on seq, over the model's vocabulary, the
- * end tokens ending a reply only where g is complete. Returns the
- * vocabulary to free after the sequence. */
-static GrammarVocab *constrain(Sequence *seq, Grammar *g, const Tokenizer *t, const Model *m, const GenerationConfig *c) {
-    if (!g) return NULL;
-    GrammarVocab *v = grammar_vocab_new(t, m->config.vocab_size, c->eos_ids, c->n_eos);
-    sequence_set_grammar(seq, g, v);
-    return v;
-}
-
-/* Puts the flags' stop strings (-e read in them) on seq. */
-static void set_stops(const Args *a, Sequence *seq, const GenerationFlags *f) {
-    char *stops[MAX_STOP_STRINGS];
-    for (int i = 0; i < f->n_stops; i++) stops[i] = flag_text(a, "-r/--stop", f->stops[i], f->escapes, false);
-    sequence_set_stops(seq, (const char *const *)stops, f->n_stops);
-    for (int i = 0; i < f->n_stops; i++) free(stops[i]);
-}
-
 /* The checkpoint's generation settings with the flags on top. */
 static GenerationConfig generation_settings(const char *model, const Config *c, const GenerationFlags *f,
                                             int default_max_new) {
@@ -1194,211 +765,20 @@ static GenerationConfig generation_settings(const char *model, const Config *c, 
     return g;
 }
 
-/* ---- Ctrl-C ---- */
-
-static volatile sig_atomic_t interrupted;
-
-/* A pipe the handler writes a byte to, so that a wait for input that starts
- * just after a Ctrl-C (too late for the read to be interrupted) still ends:
- * see wait_for_input. Both ends never block. */
-static int interrupt_pipe[2] = {-1, -1};
-
-static void on_interrupt(int sig) {
-    (void)sig;
-    interrupted = 1;
-    if (interrupt_pipe[1] >= 0) {
-        int saved = errno;
-        if (write(interrupt_pipe[1], "", 1) < 0) { /* full: a byte is there already */ }
-        errno = saved;
-    }
-}
-
-/* Ctrl-C sets `interrupted` instead of killing the process; a blocked read
- * returns with EINTR. */
-static void catch_interrupt(void) {
-    if (interrupt_pipe[0] < 0 && pipe(interrupt_pipe) == 0)
-        for (int i = 0; i < 2; i++) fcntl(interrupt_pipe[i], F_SETFL, O_NONBLOCK), fcntl(interrupt_pipe[i], F_SETFD, FD_CLOEXEC);
-    struct sigaction sa = {.sa_handler = on_interrupt};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-}
-
-/* Forgets earlier Ctrl-Cs. */
-static void clear_interrupt(void) {
-    char drain[64];
-    while (interrupt_pipe[0] >= 0 && read(interrupt_pipe[0], drain, sizeof drain) > 0) {}
-    interrupted = 0;
-}
-
-/* Waits until standard input has something to read (or its end); false when
- * Ctrl-C comes first, however shortly before the wait it came. */
-static bool wait_for_input(void) {
-    struct pollfd fds[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = interrupt_pipe[0], .events = POLLIN}};
-    while (!interrupted)
-        if (poll(fds, 2, -1) > 0 && fds[0].revents) return true;
-    return false;
-}
-
-/* Terminal colours, reset on every way out (and bracketed paste, which chat
- * turns on, turned off). */
-static bool colour_used, paste_mode;
-
-static void reset_colour(void) {
-    if (colour_used) fputs("\033[0m", stdout);
-    if (paste_mode) fputs("\033[?2004l", stdout);
-    fflush(stdout);
-}
-
-static bool use_colour(void) {
-    bool on = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-    if (on && !colour_used) {
-        colour_used = true;
-        atexit(reset_colour);
-    }
-    return on;
-}
-
-/* ---- generating: gen and chat ---- */
-
-/* -v's line for a generated token. */
-static void print_step_line(const Tokenizer *t, const SamplerTrace *trace, int pos, double ms) {
-    const SamplerStage *model = &trace->stages[0];
-    float p = model->chosen_prob;
-    fprintf(stderr, "pos %5d  token %6d ", pos, trace->chosen);
-    print_token_text(stderr, t, trace->chosen);
-    fprintf(stderr, "  p=%.4g  top:", p);
-    for (int i = 0, shown = 0; i < model->n && shown < 3; i++) {
-        if (model->ids[i] == trace->chosen) continue;
-        fputc(' ', stderr);
-        print_token_text(stderr, t, model->ids[i]);
-        fprintf(stderr, " %.4g", model->probs[i]);
-        shown++;
-    }
-    fprintf(stderr, "  %.1f ms\n", ms);
-}
-
-/* How a reply is shown: where its text goes and what is printed around it. */
-typedef struct {
-    int verbose;
-    Report *report;            /* records each step, or NULL */
-    const char *thinking_on, *thinking_off;  /* colour of a <think> block, or "" */
-} Output;
-
-/* Where "<think>" or "</think>" begins in text[0..len), or NULL. */
-static const char *find_think_tag(const char *text, size_t len, bool *closing) {
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] != '<') continue;
-        if (len - i >= 7 && memcmp(text + i, "<think>", 7) == 0) return *closing = false, text + i;
-        if (len - i >= 8 && memcmp(text + i, "</think>", 8) == 0) return *closing = true, text + i;
-    }
-    return NULL;
-}
-
-/* Writes a piece of a reply as it comes, a <think>...</think> block in the
- * thinking colour, and appends it to *reply when reply is not NULL. */
-static void show_text(const Output *o, const char *text, size_t len, char **reply, size_t *reply_len) {
-    if (reply) {
-        *reply = xrealloc(*reply, *reply_len + len + 1, 1);
-        memcpy(*reply + *reply_len, text, len);
-        *reply_len += len;
-        (*reply)[*reply_len] = '\0';
-    }
-    bool closing;
-    for (const char *tag; (tag = find_think_tag(text, len, &closing));) {
-        size_t before = (size_t)(tag - text), tag_len = closing ? 8 : 7;
-        fwrite(text, 1, before, stdout);
-        if (!closing) fputs(o->thinking_on, stdout);
-        fwrite(tag, 1, tag_len, stdout);
-        if (closing) fputs(o->thinking_off, stdout);
-        text += before + tag_len;
-        len -= before + tag_len;
-    }
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
-}
-
-/* Generates a reply after the sequence's pending tokens, showing it as it
- * comes (and appending it to *reply when reply is not NULL). Stops at a stop
- * rule or at Ctrl-C; a limit of 0 new tokens feeds the prompt only. */
-static StopReason generate(Sequence *seq, const Output *o, char **reply, size_t *reply_len) {
-    SamplerTrace trace;
-    if (o->verbose || o->report) sampler_set_trace(seq->sampler, &trace);
-    float *logits = sequence_feed(seq);
-    StopReason stop = seq->config.max_new == 0 ? STOP_LENGTH : STOP_NONE;
-    while (stop == STOP_NONE) {
-        double t0 = now_seconds();
-        int pos = (int)seq->tokens.n;  /* where the new token goes */
-        Step step = sequence_step(seq, logits);
-        show_text(o, step.text, step.len, reply, reply_len);
-        stop = step.stop;
-        if (stop == STOP_NONE && interrupted) {
-            stop = STOP_INTERRUPTED;
-            size_t len;
-            const char *rest = sequence_flush(seq, &len);
-            show_text(o, rest, len, reply, reply_len);
-        }
-        if (stop == STOP_NONE) logits = sequence_feed(seq);
-        double ms = (now_seconds() - t0) * 1e3;
-        if (o->verbose) print_step_line(seq->tokenizer, &trace, pos, ms);
-        if (o->report) report_add_step(o->report, pos, &trace, ms);
-    }
-    sampler_set_trace(seq->sampler, NULL);
-    return stop;
-}
-
-/* What watches a run through the model's probe: the trace of -vv, the
- * report, both (the report passes each step on to the trace), or nothing. */
-typedef struct {
-    Trace trace;
-    Probe trace_probe;
-    Report *report;
-} Watch;
-
-/* Starts watching m; w must stay where it is until watch_end. */
-static void watch_start(Watch *w, Model *m, const Tokenizer *t, int verbose, const char *report_path) {
-    w->trace = (Trace){.out = stderr, .level = 2};
-    w->trace_probe = (Probe){.ctx = &w->trace, .vectors = trace_vectors};
-    const Probe *trace = verbose > 1 ? &w->trace_probe : NULL;
-    w->report = report_path ? report_new(m, t, trace) : NULL;
-    if (!w->report) m->probe = trace;
-}
-
-/* Writes the report of the sequence tokens[0..n) (when there is one) and stops watching m. */
-static void watch_end(Watch *w, Model *m, const char *report_path, const ReportRun *run, const int *tokens, int n) {
-    if (w->report) {
-        Error e;
-        if (report_write(w->report, report_path, tokens, n, run, &e) != 0) die("%s", e.msg);
-        fprintf(stderr, "report written to %s\n", report_path);
-    }
-    report_free(w->report);
-    m->probe = NULL;
-}
-
-/* The run panel of a generation's report. */
-static ReportRun generation_run(const char *command, const char *model, const Sequence *seq, double load_seconds,
-                                char *sampling, size_t size) {
-    const SamplerConfig *s = &seq->config.sampling;
-    snprintf(sampling, size,
-             "temperature %g, top-k %d, top-p %g, min-p %g, repetition penalty %g, presence penalty %g, "
-             "frequency penalty %g, seed %llu",
-             s->temperature, s->top_k, s->top_p, s->min_p, s->repeat_penalty, s->presence_penalty, s->frequency_penalty,
-             (unsigned long long)s->seed);
-    return (ReportRun){.command = command, .model = model, .sampling = sampling, .threads = pool_size(seq->model->pool),
-                       .kv_bytes = kv_cache_bytes(&seq->model->config, seq->cache.capacity, seq->cache.key_type,
-                                                  seq->cache.value_type), .load_seconds = load_seconds,
-                       .prompt_tokens = seq->prompt_tokens, .prompt_seconds = seq->prompt_seconds,
-                       .decode_tokens = seq->decode_tokens, .decode_seconds = seq->decode_seconds};
-}
-
-static void print_stats(const Sequence *seq, StopReason stop) {
-    fprintf(stderr, "prompt: %d token%s, %.1f tok/s; generated: %d token%s", seq->prompt_tokens,
-            seq->prompt_tokens == 1 ? "" : "s", seq->prompt_tokens / fmax(seq->prompt_seconds, 1e-9),
-            seq->generated_tokens, seq->generated_tokens == 1 ? "" : "s");
-    if (seq->decode_tokens > 0) fprintf(stderr, ", %.1f tok/s", seq->decode_tokens / fmax(seq->decode_seconds, 1e-9));
-    fprintf(stderr, "; stopped by %s", stop_reason_text(stop));
-    /* Greedy decoding draws no random number: no seed to show. */
-    if (seq->config.sampling.temperature > 0) fprintf(stderr, "; seed %llu", (unsigned long long)seq->config.sampling.seed);
-    fputc('\n', stderr);
+/* What gen and chat share before their first reply: the checkpoint, the
+ * settings (generation_config.json's with the flags on top) and the flags'
+ * stop strings (-e read in them), grammar (the session's from now on) and
+ * watch. */
+static void open_session(Session *s, const Args *a, const char *path, const ModelOptions *opt, const GenerationFlags *f,
+                         Grammar *grammar, int default_max_new) {
+    session_load(s, path, opt);
+    GenerationConfig g = generation_settings(path, &s->model.config, f, default_max_new);
+    char *stops[MAX_STOP_STRINGS];
+    for (int i = 0; i < f->n_stops; i++) stops[i] = flag_text(a, "-r/--stop", f->stops[i], f->escapes, false);
+    SessionOptions o = {.command = a->command, .verbose = f->verbose, .report_path = f->report,
+                        .stops = (const char *const *)stops, .n_stops = f->n_stops, .grammar = grammar};
+    session_start(s, &g, &o);
+    for (int i = 0; i < f->n_stops; i++) free(stops[i]);
 }
 
 /* ---- gen ---- */
@@ -1452,91 +832,34 @@ static int cmd_gen(Args *a) {
         len = strlen(prompt);
     } else {
         if (isatty(STDIN_FILENO)) fprintf(stderr, "reading the prompt from standard input (end it with Ctrl-D)\n");
-        text = read_standard_input(&len);
+        text = console_read_all(&len);
     }
     if (flags.escapes) read_escapes(text, &len);
 
-    Model m;
-    double t0 = now_seconds();
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
-    double load_seconds = now_seconds() - t0;
-    GenerationConfig g = generation_settings(path, &m.config, &flags, 256);
-    TokenIds ids = {0};
     if (len == 0) die("the prompt is empty");
-    warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_PROMPT, &ids));
+    Session session;
+    open_session(&session, a, path, &opt, &flags, grammar, 256);
+    Model *m = &session.model;
+    TokenIds ids = {0};
+    warn_invalid_utf8(tokenizer_encode(session.tokenizer, text, len, ENCODE_PROMPT, &ids));
     free(text);
     char advice[160];
-    if (ids.n > (size_t)m.max_context)
-        die("the prompt is %zu tokens, longer than the context of %d positions: %s", ids.n, m.max_context,
-            too_long_advice(advice, sizeof advice, &m, "shorten it"));
-    for (size_t i = 0; i < ids.n; i++) check_token(&m, ids.ids[i]);
-
-    Sequence seq;
-    sequence_init(&seq, &m, tokenizer, &g, m.max_context);
-    set_stops(a, &seq, &flags);
-    GrammarVocab *vocab = constrain(&seq, grammar, tokenizer, &m, &g);
-    sequence_start(&seq, ids.ids, (int)ids.n);
-    catch_interrupt();
-    Watch watch;
-    watch_start(&watch, &m, tokenizer, flags.verbose, flags.report);
-    Output o = {.verbose = flags.verbose, .report = watch.report, .thinking_on = "", .thinking_off = ""};
-    StopReason stop = generate(&seq, &o, NULL, NULL);
+    if (ids.n > (size_t)m->max_context)
+        die("the prompt is %zu tokens, longer than the context of %d positions: %s", ids.n, m->max_context,
+            context_advice(advice, sizeof advice, m, "shorten it"));
+    checkpoint_check_tokens(m, ids.ids, ids.n);
+    sequence_start(&session.seq, ids.ids, (int)ids.n);
+    token_ids_free(&ids);
+    StopReason stop = session_reply(&session, NULL, NULL);
     putchar('\n');
     fflush(stdout);
     if (grammar && grammar_error(grammar)) warn("the grammar stopped the output: %s", grammar_error(grammar));
-    print_stats(&seq, stop);
-    char sampling[512];
-    ReportRun run = generation_run("gen", path, &seq, load_seconds, sampling, sizeof sampling);
-    watch_end(&watch, &m, flags.report, &run, seq.tokens.ids, (int)seq.tokens.n);
-    token_ids_free(&ids);
-    sequence_free(&seq);
-    grammar_vocab_free(vocab);
-    grammar_free(grammar);
-    model_free(&m);
-    tokenizer_free(tokenizer);
+    session_print_stats(&session, stop);
+    session_end(&session);
     return stop == STOP_INTERRUPTED ? 130 : 0;
 }
 
 /* ---- chat ---- */
-
-/* Reads a message: a line, or several when a line ends in '\' or when they
- * come in one bracketed paste. NULL at the end of input or on Ctrl-C. */
-static char *read_message(bool interactive, const char *prompt, const char *more) {
-    char *message = NULL, *line = NULL;
-    size_t message_len = 0, cap = 0;
-    bool in_paste = false;
-    for (;;) {
-        if (interactive) fputs(message ? more : prompt, stdout), fflush(stdout);
-        errno = 0;
-        ssize_t n = wait_for_input() ? getline(&line, &cap, stdin) : -1;
-        if (n < 0) {
-            free(line);
-            if (message && !interrupted) return message;  /* the last line had no newline */
-            free(message);
-            return NULL;
-        }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-        /* A bracketed paste arrives between ESC[200~ and ESC[201~. */
-        char *start = line;
-        if (strncmp(start, "\033[200~", 6) == 0) in_paste = true, start += 6, n -= 6;
-        bool paste_ends = n >= 6 && strcmp(line + strlen(line) - 6, "\033[201~") == 0;
-        if (paste_ends) in_paste = false, line[strlen(line) - 6] = '\0', n -= 6;
-        bool continued = !in_paste && n > 0 && start[n - 1] == '\\';
-        if (continued) start[--n] = '\0';
-        message = xrealloc(message, message_len + (size_t)n + 2, 1);
-        if (message_len) message[message_len++] = '\n';
-        memcpy(message + message_len, start, (size_t)n + 1);
-        message_len += (size_t)n;
-        if (!continued && !in_paste) break;
-    }
-    free(line);
-    return message;
-}
-
-static const char *chat_help =
-    "commands: /reset starts a new conversation, /exit or /quit (or Ctrl-D) ends,\n"
-    "/help shows this. End a line with \\ to go on to the next one; a paste of\n"
-    "several lines is one message. Ctrl-C stops a reply, or ends at the prompt.\n";
 
 static int cmd_chat(Args *a) {
     const char *system = NULL, *template_file = NULL;
@@ -1560,7 +883,7 @@ static int cmd_chat(Args *a) {
                    "                       checkpoint's\n"
                    "  --think, --no-think  ask a model that can think aloud (Qwen3) to do so or not\n"
                    "                       (default: the template's default)\n",
-                   chat_help);
+                   chat_commands_help);
             printf(generation_flags_help, "-1");
             printf("%s", reply_flags_help);
             printf("%s", inside_flags_help);
@@ -1579,106 +902,15 @@ static int cmd_chat(Args *a) {
     char *system_text = system ? flag_text(a, "--system", system, flags.escapes, true) : NULL;
     Grammar *grammar = grammar_from_flags(a, &flags);
 
-    Model m;
-    double t0 = now_seconds();
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
-    double load_seconds = now_seconds() - t0;
-    GenerationConfig g = generation_settings(path, &m.config, &flags, -1);
+    Session session;
+    open_session(&session, a, path, &opt, &flags, grammar, -1);
     Error e;
     Chat chat;
-    if (chat_init(&chat, path, template_file, tokenizer, system_text, thinking, &e) != 0) die("%s", e.msg);
+    if (chat_init(&chat, path, template_file, session.tokenizer, system_text, thinking, &e) != 0) die("%s", e.msg);
     free(system_text);
-    Sequence seq;
-    sequence_init(&seq, &m, tokenizer, &g, m.max_context);
-    set_stops(a, &seq, &flags);
-    GrammarVocab *vocab = constrain(&seq, grammar, tokenizer, &m, &g);
-
-    bool interactive = isatty(STDIN_FILENO), colour = interactive && use_colour();
-    const char *prompt = colour ? "\033[1;32m> \033[0m" : "> ", *more = colour ? "\033[1;32m. \033[0m" : ". ";
-    const char *reply_on = colour ? "\033[36m" : "", *reply_off = colour ? "\033[0m" : "";
-    Watch watch;
-    watch_start(&watch, &m, tokenizer, flags.verbose, flags.report);
-    Output o = {.verbose = flags.verbose, .report = watch.report, .thinking_on = colour ? "\033[2m" : "",
-                .thinking_off = reply_on};
-    if (interactive && isatty(STDOUT_FILENO)) {
-        /* A paste then comes between ESC[200~ and ESC[201~: it is one message. */
-        fputs("\033[?2004h", stdout);
-        if (!paste_mode && !colour_used) atexit(reset_colour);
-        paste_mode = true;
-    }
-    if (interactive)
-        fprintf(stderr, "chatting with %s (context %d tokens). /help lists the commands.\n", path, m.max_context);
-    else if (g.sampling.temperature > 0)
-        fprintf(stderr, "seed %llu\n", (unsigned long long)g.sampling.seed);
-    /* Standard input unbuffered: every byte getline takes is read when it
-     * asks, so that wait_for_input sees what is still to come. */
-    setvbuf(stdin, NULL, _IONBF, 0);
-    catch_interrupt();
-    StopReason stop = STOP_NONE;
-    for (;;) {
-        clear_interrupt();
-        char *message = read_message(interactive, prompt, more);
-        if (!message || strcmp(message, "/exit") == 0 || strcmp(message, "/quit") == 0) {
-            free(message);
-            break;
-        }
-        if (message[0] == '/' && !strchr(message, ' ') && !strchr(message, '\n')) {
-            if (strcmp(message, "/reset") == 0) {
-                chat_reset(&chat);
-                if (interactive) fprintf(stderr, "(new conversation)\n");
-            } else if (strcmp(message, "/help") == 0) {
-                fputs(chat_help, stderr);
-            } else {
-                fprintf(stderr, "(unknown command %s; /help lists the commands)\n", message);
-            }
-            free(message);
-            continue;
-        }
-        if (message[0] == '\0') {
-            free(message);
-            continue;
-        }
-        chat_add(&chat, "user", message);
-        free(message);
-        TokenIds ids = {0};
-        int dropped;
-        if (chat_prompt(&chat, m.max_context, &ids, &dropped, &e) != 0) {
-            char advice[160];
-            fprintf(stderr, "(%s: %s)\n", e.msg,
-                    too_long_advice(advice, sizeof advice, &m, "shorten it, or start chat again with a larger -c"));
-            chat_remove_last(&chat);
-            token_ids_free(&ids);
-            continue;
-        }
-        if (dropped) fprintf(stderr, "(the context is full: the oldest %d message%s dropped)\n", dropped, dropped == 1 ? " was" : "s were");
-        sequence_start(&seq, ids.ids, (int)ids.n);
-        token_ids_free(&ids);
-        fputs(reply_on, stdout);
-        char *reply = NULL;
-        size_t reply_len = 0;
-        stop = generate(&seq, &o, &reply, &reply_len);
-        printf("%s\n", reply_off);
-        fflush(stdout);
-        chat_add(&chat, "assistant", reply ? reply : "");
-        free(reply);
-        if (stop == STOP_CONTEXT_FULL)
-            fprintf(stderr, "(the context of %d positions is full: the reply was cut; the next message drops the oldest "
-                            "turns, /reset starts afresh)\n", m.max_context);
-        if (grammar && grammar_error(grammar)) fprintf(stderr, "(the grammar stopped the reply: %s)\n", grammar_error(grammar));
-    }
-    if (interactive) {
-        putchar('\n');
-        print_stats(&seq, stop);
-    }
-    char sampling[512];
-    ReportRun run = generation_run("chat", path, &seq, load_seconds, sampling, sizeof sampling);
-    watch_end(&watch, &m, flags.report, &run, seq.tokens.ids, (int)seq.tokens.n);
+    session_chat(&session, &chat);
     chat_free(&chat);
-    sequence_free(&seq);
-    grammar_vocab_free(vocab);
-    grammar_free(grammar);
-    model_free(&m);
-    tokenizer_free(tokenizer);
+    session_end(&session);
     return 0;
 }
 
@@ -1732,13 +964,13 @@ static int cmd_ppl(Args *a) {
     char *text;
     size_t len;
     if (strcmp(file, "-") == 0) {
-        text = read_standard_input(&len);
+        text = console_read_all(&len);
     } else {
         Error e;
         if (read_file(file, &text, &len, &e) != 0) die("%s", e.msg);
     }
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, true, true);
     TokenIds ids = {0};
     warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_PROMPT, &ids));
     free(text);
@@ -1804,25 +1036,27 @@ static int cmd_embed(Args *a) {
     Pooling pooling;
     if (pooling_load(&pooling, path, &e) != 0) die("%s", e.msg);
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, true, true);
     GenerationConfig settings;
     if (generation_config_load(&settings, path, &m.config, -1, &e) != 0) die("%s", e.msg);
     /* Each input's tokens, checked against the vocabulary and the context. */
     TokenIds *inputs = xcalloc((size_t)n, sizeof *inputs);
     for (int i = 0; i < n; i++) {
         size_t len = strlen(texts[i]);
-        char *text = strcmp(texts[i], "-") == 0 ? read_standard_input(&len) : NULL;
+        char *text = strcmp(texts[i], "-") == 0 ? console_read_all(&len) : NULL;
         if (as_ids) {
             int count, *ids = parse_ids(a, "--ids", text ? text : texts[i], &count);
-            for (int k = 0; k < count; k++) check_token(&m, ids[k]), token_ids_push(&inputs[i], ids[k]);
-            free(ids);
+            checkpoint_check_tokens(&m, ids, (size_t)count);
+            inputs[i] = (TokenIds){.ids = ids, .n = (size_t)count, .cap = (size_t)count};
         } else {
             warn_invalid_utf8(tokenizer_encode(tokenizer, text ? text : texts[i], len, ENCODE_PROMPT, &inputs[i]));
         }
         free(text);
         if (inputs[i].n == 0) die("text %d has no tokens: there is nothing to embed", i + 1);
+        char advice[160];
         if ((int)inputs[i].n > m.max_context)
-            die("text %d is %zu tokens, longer than the context of %d (-c)", i + 1, inputs[i].n, m.max_context);
+            die("text %d is %zu tokens, longer than the context of %d positions: %s", i + 1, inputs[i].n, m.max_context,
+                context_advice(advice, sizeof advice, &m, "shorten it"));
     }
     int wave = n < 8 ? n : 8, dim = m.config.dim;
     Engine *engine = engine_start(&m, tokenizer, &(EngineOptions){.slots = wave, .queue = 0, .defaults = settings});
@@ -1890,7 +1124,7 @@ static int cmd_template(Args *a) {
     if (file && strcmp(file, "-") != 0) {
         if (read_file(file, &json, &len, &e) != 0) die("%s", e.msg);
     } else {
-        json = read_standard_input(&len);
+        json = console_read_all(&len);
     }
     JsonDoc doc;
     if (json_parse(&doc, json, len, &e) != 0) die("%s: %s", file ? file : "standard input", e.msg);
@@ -2008,7 +1242,7 @@ static int cmd_serve(Args *a) {
     const char *path = command_model(a, 0, "");
     check_generation_flags(a, &flags);
     Model m;
-    Tokenizer *tokenizer = load_checkpoint(&m, path, &opt, true);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, true, true);
     so.defaults = generation_settings(path, &m.config, &flags, -1);
     so.seed_given = flags.seed >= 0;
     if (so.api_key && so.api_key[0] == '\0') die("--api-key: the key is empty");

@@ -966,10 +966,17 @@ float *forward(Model *m, KVCache *kv, const int *tokens, int n, int pos, bool al
 }
 
 float *forward_prompt(Model *m, KVCache *kv, const int *tokens, int n, int pos) {
+    return forward_prompt_each(m, kv, tokens, n, pos, NULL, NULL);
+}
+
+float *forward_prompt_each(Model *m, KVCache *kv, const int *tokens, int n, int pos, LogitRows each, void *ctx) {
     float *logits = NULL;
     for (int done = 0; done < n; done += m->state.max_tokens) {
         int block = n - done < m->state.max_tokens ? n - done : m->state.max_tokens;
-        logits = forward(m, kv, tokens + done, block, pos + done, false);
+        logits = forward(m, kv, tokens + done, block, pos + done, each != NULL);
+        if (!each) continue;
+        each(ctx, logits, done, block);
+        logits += (size_t)(block - 1) * m->config.vocab_size;
     }
     return logits;
 }

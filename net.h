@@ -224,6 +224,11 @@ float *forward(Model *m, KVCache *kv, const int *tokens, int n, int pos, bool al
 /* Any number of tokens, in blocks; returns the last token's logits. */
 float *forward_prompt(Model *m, KVCache *kv, const int *tokens, int n, int pos);
 
+/* forward_prompt that also gives every token's logits to `each`, block by
+ * block: rows[n_rows][vocab_size] of tokens[first .. first + n_rows). */
+typedef void (*LogitRows)(void *ctx, const float *rows, int first, int n_rows);
+float *forward_prompt_each(Model *m, KVCache *kv, const int *tokens, int n, int pos, LogitRows each, void *ctx);
+
 /* The logit lens: the final norm and the output head applied to rows of a
  * residual stream, rows[n][dim] -> logits[n][vocab_size] (n <= state.max_tokens). */
 void logits_of_residual(Model *m, float *logits, const float *rows, int n);

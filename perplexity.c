@@ -17,24 +17,34 @@ static double negative_log_likelihood(const float *logits, int vocab, int id) {
     return log(sum) - ((double)logits[id] - max);
 }
 
+/* A window being scored: its tokens, and the first and end of those it scores. */
+typedef struct {
+    const int *tokens;         /* the window's, from its first */
+    int first_scored, end;     /* window indices */
+    int vocab;
+    PerplexityTotals *totals;
+} Window;
+
+/* LogitRows: row i predicts the window's token first + i + 1. */
+static void score_rows(void *ctx, const float *rows, int first, int n_rows) {
+    const Window *w = ctx;
+    for (int i = 0; i < n_rows; i++) {
+        int target = first + i + 1;
+        if (target < w->first_scored || target >= w->end) continue;
+        double nll = negative_log_likelihood(rows + (size_t)i * w->vocab, w->vocab, w->tokens[target]);
+        w->totals->n_scored++;
+        w->totals->nll_sum += nll;
+        w->totals->nll_sq_sum += nll * nll;
+    }
+}
+
 /* Runs the window tokens[begin..end) from position 0 and scores the tokens
  * at first_scored..end-1 by the logits of the token before each. */
 static void score_window(Model *m, KVCache *kv, const int *tokens, int begin, int end, int first_scored,
                          PerplexityTotals *t) {
-    int vocab = m->config.vocab_size;
-    for (int done = begin; done < end; done += m->state.max_tokens) {
-        int block = end - done < m->state.max_tokens ? end - done : m->state.max_tokens;
-        const float *logits = forward(m, kv, tokens + done, block, done - begin, true);
-        /* Row i predicts the token at done + i + 1. */
-        for (int i = 0; i < block; i++) {
-            int target = done + i + 1;
-            if (target < first_scored || target >= end) continue;
-            double nll = negative_log_likelihood(logits + (size_t)i * vocab, vocab, tokens[target]);
-            t->n_scored++;
-            t->nll_sum += nll;
-            t->nll_sq_sum += nll * nll;
-        }
-    }
+    Window w = {.tokens = tokens + begin, .first_scored = first_scored - begin, .end = end - begin,
+                .vocab = m->config.vocab_size, .totals = t};
+    forward_prompt_each(m, kv, tokens + begin, end - begin, 0, score_rows, &w);
 }
 
 void perplexity_run(Model *m, const int *tokens, int n, int window, int stride, PerplexityTotals *out,

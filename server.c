@@ -30,6 +30,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "reply.h"
+#include "signals.h"
 #include "tools.h"
 
 /* Refused connections being closed at once, at most; each is given a
@@ -83,25 +84,6 @@ struct Server {
     pthread_mutex_t text_lock; /* the tokenizer's encoder and the template are not thread-safe */
     TemplateCaps caps;         /* what the chat template does with tools and thinking */
 };
-
-/* ---- signals ---- */
-
-static int wake_pipe[2] = {-1, -1};
-
-static void on_signal(int sig) {
-    (void)sig;
-    char byte = 1;
-    ssize_t rc = write(wake_pipe[1], &byte, 1);
-    (void)rc;
-}
-
-static void catch_signals(void) {
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
 
 /* ---- the engine's events: a reply's bytes ---- */
 
@@ -1085,11 +1067,13 @@ static bool busy(Server *s) { return !engine_idle(s->engine) || atomic_load(&s->
 int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const ServerOptions *o, Error *e) {
     int port = 0, listen_fd = listen_on(o, &port, e);
     if (listen_fd < 0) return -1;
-    if (pipe(wake_pipe) != 0) {
+    /* SIGINT and SIGTERM drain the server (signals.h); a client that goes
+     * away is a failed write, not a signal. */
+    if (signals_catch(true, e) != 0) {
         close(listen_fd);
-        return fail(e, "pipe: %s", strerror(errno));
+        return -1;
     }
-    catch_signals();
+    signal(SIGPIPE, SIG_IGN);
     Server s = {.model = m, .tokenizer = t, .template = template, .opt = o};
     pthread_mutex_init(&s.lock, NULL);
     pthread_mutex_init(&s.text_lock, NULL);
@@ -1109,7 +1093,7 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     struct pollfd p[MAX_CLOSING + 2];
     for (;;) {
         p[0] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
-        p[1] = (struct pollfd){.fd = wake_pipe[0], .events = POLLIN};
+        p[1] = (struct pollfd){.fd = signals_fd(), .events = POLLIN};
         for (int i = 0; i < s.n_closing; i++) p[i + 2] = (struct pollfd){.fd = s.closing[i], .events = POLLIN};
         int n = poll(p, (nfds_t)s.n_closing + 2, s.n_closing ? 100 : -1);
         if (n < 0 && errno != EINTR) break;
@@ -1122,17 +1106,16 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
 
     /* Drains: no new connection or request; the replies under way run on
      * for drain_timeout seconds at most, or until a second signal. */
-    char signals[16];
-    ssize_t got = read(wake_pipe[0], signals, sizeof signals);
+    int signals = signals_take();
     atomic_store(&s.draining, true);
     engine_drain(s.engine);
     double deadline = now_seconds() + o->drain_timeout;
-    bool again = got > 1;
+    bool again = signals > 1;
     if (busy(&s) && !again)
         fprintf(stderr, "draining: the replies under way finish (%g s at most; a second signal ends them now)\n",
                 o->drain_timeout);
     while (!again && busy(&s) && now_seconds() < deadline) {
-        struct pollfd w = {.fd = wake_pipe[0], .events = POLLIN};
+        struct pollfd w = {.fd = signals_fd(), .events = POLLIN};
         again = poll(&w, 1, 50) > 0;
     }
     if (busy(&s)) fprintf(stderr, "stopping: ending the replies under way\n");
@@ -1147,7 +1130,5 @@ int server_run(Model *m, Tokenizer *t, const ChatTemplate *template, const Serve
     pthread_mutex_destroy(&s.text_lock);
     pthread_cond_destroy(&s.progress);
     pthread_cond_destroy(&s.idle);
-    close(wake_pipe[0]);
-    close(wake_pipe[1]);
     return 0;
 }

@@ -81,4 +81,7 @@ uint64_t mix64(uint64_t x);
 /* Seconds on a monotonic clock, for timing. */
 double now_seconds(void);
 
+/* The value of hexadecimal digit c (0-9, a-f, A-F), or -1. */
+int hex_digit(int c);
+
 #endif

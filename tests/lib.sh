@@ -45,3 +45,17 @@ for k in sys.argv[2:]:
     v = v[int(k)] if isinstance(v, list) else v[k]
 sys.stdout.write(v if isinstance(v, str) else " ".join(map(str, v)) if isinstance(v, list) else str(v))' "$golden" "$@"
 }
+
+# qwen_fixture KEY: a scratch folder $tmp, removed on exit, and in it $model,
+# the random-weight checkpoint of tests/make_checkpoint that field KEY of
+# $golden gives the flags of, with the real Qwen2.5 tokenizer and chat
+# template beside it.
+qwen_fixture() {
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    model=$tmp/model
+    # shellcheck disable=SC2046 # the checkpoint's flags are split on purpose
+    "${TESTBIN:-build/tests}/make_checkpoint" "$model" $(field "$1") >/dev/null
+    cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
+    cp tests/data/templates/qwen2.5.jinja "$model/chat_template.jinja"
+}

@@ -78,6 +78,28 @@ import struct, sys
 v = struct.unpack('<3000f', open(sys.argv[1], 'rb').read())[2000:]
 print(max(range(1000), key=lambda i: v[i]))" "$tmp/logits")
 check "fwd: the top token is the argmax of the logits file" test "$top" = "$argmax"
+# Over more tokens than one forward pass takes (300, in blocks of 128): every
+# row written is the reference's (tests/data/forward_golden.json, made by
+# scripts/make_golden.py with the numpy reference), at every 10th position.
+golden=tests/data/forward_golden.json
+long=$tmp/long
+python3 -c 'import json, sys
+c = [c for c in json.load(open(sys.argv[1]))["cases"] if c["name"] == "mistral-long-ring"][0]
+open(sys.argv[2], "w").write(c["args"])
+open(sys.argv[3], "w").write(",".join(map(str, c["tokens"])))' "$golden" "$tmp/long_args" "$tmp/long_ids"
+eval "\"$fixture\" \"$long\" $(cat "$tmp/long_args")" >/dev/null
+check "fwd --logits, 300 tokens: exit 0" status 0 $RUN fwd "$long" --tokens "$(cat "$tmp/long_ids")" --logits "$tmp/logits"
+check "fwd --logits, 300 tokens: every 10th row the reference's within 1e-4" python3 -c 'import json, struct, sys
+c = [c for c in json.load(open(sys.argv[1]))["cases"] if c["name"] == "mistral-long-ring"][0]
+data = open(sys.argv[2], "rb").read()
+vocab = len(data) // 4 // len(c["tokens"])
+worst = 0
+for k, want in enumerate(c["positions"]):
+    p = k * c["every"]
+    row = struct.unpack_from("<%df" % vocab, data, 4 * p * vocab)
+    worst = max([worst] + [abs(row[i] - w) / want["max_abs"] for i, w in zip(c["sample_ids"], want["logits"])])
+    assert max(range(vocab), key=lambda i: row[i]) == want["argmax"], p
+assert len(data) == 4 * vocab * 300 and worst <= 1e-4, worst' "$golden" "$tmp/logits"
 check "fwd -v traces every layer" sh -c "$RUN fwd '$model' 5 0 -v | grep -c '^layer  [01] x+mlp' | grep -q 2"
 check "fwd: token outside the vocabulary: exit 1" status 1 $RUN fwd "$model" --tokens 5,1000
 check "fwd: token outside the vocabulary: one line" one_error "token id 1000 is outside the vocabulary"

@@ -40,7 +40,7 @@ def check(ok, what):
         n_passed += 1
     else:
         n_failed += 1
-        print(f"FAIL {what}")
+        print(f"FAIL {what} (CONTEXT_SEED={seed} repeats this run)")
     return ok
 
 

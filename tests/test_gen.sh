@@ -7,13 +7,7 @@
 
 fixture=${TESTBIN:-build/tests}/make_checkpoint
 golden=tests/data/generation_golden.json
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-model=$tmp/model
-# shellcheck disable=SC2046 # the checkpoint's flags are split on purpose
-"$fixture" "$model" $(field checkpoint) >/dev/null
-cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
-cp tests/data/templates/qwen2.5.jinja "$model/chat_template.jinja"
+qwen_fixture checkpoint
 n=$(field gen_tokens)
 
 # ---- gen: the reference's greedy continuation, and one newline ----

@@ -5,14 +5,8 @@
 # its errors.
 . tests/lib.sh
 
-fixture=${TESTBIN:-build/tests}/make_checkpoint
 golden=tests/data/inside_golden.json
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-model=$tmp/model
-# shellcheck disable=SC2046 # the checkpoint's flags are split on purpose
-"$fixture" "$model" $(field gen_checkpoint) >/dev/null
-cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
+qwen_fixture gen_checkpoint
 text=tests/data/ppl_text.txt
 check "ppl: the text's ids are the reference tokenizer's" test "$($RUN tok "$model" -f "$text")" = "$(field ppl_ids)"
 

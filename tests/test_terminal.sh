@@ -4,16 +4,8 @@
 # continuations, the chat commands, colours reset on the way out.
 . tests/lib.sh
 
-fixture=${TESTBIN:-build/tests}/make_checkpoint
 golden=tests/data/generation_golden.json
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-model=$tmp/model
-checkpoint=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["checkpoint"])' "$golden")
-# shellcheck disable=SC2086 # the checkpoint's flags are split on purpose
-"$fixture" "$model" $checkpoint >/dev/null
-cp tests/data/qwen2.5-tokenizer.json "$model/tokenizer.json"
-cp tests/data/templates/qwen2.5.jinja "$model/chat_template.jinja"
+qwen_fixture checkpoint
 pty() { python3 tests/pty_run.py --timeout 120 --log "$tmp/log" "$@"; }
 # The start of the reference's reply to prompt 0, as a regular expression.
 reply_start=$(python3 -c '
