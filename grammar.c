@@ -622,14 +622,26 @@ typedef struct {
     int depth;
 } Node;
 
+/* How a state reads whole characters, by their first byte (ASCII or a
+ * UTF-8 lead): the bytes whose characters all lead to one state, with no
+ * prefix rejected, grouped by that state; the bytes refused at once; and
+ * the rest (some continuation refused, or the characters end in different
+ * states, or past CHAR_GROUPS states). */
+enum { CHAR_GROUPS = 8 };
+typedef struct CharSteps {
+    int n_groups;
+    int to[CHAR_GROUPS];          /* the state of each group, most bytes first */
+    ByteSet by[CHAR_GROUPS];      /* the first bytes that lead there */
+    ByteSet refused, mixed;
+} CharSteps;
+
 typedef struct {
     int first, n;      /* its stacks: pool[first .. first + n), sorted node ids */
     bool complete;     /* holds the empty stack */
     int *next;         /* [n_classes] the state after a byte of each class: -2 unknown, -1 none */
     uint64_t *mask;    /* the cached token mask, or NULL */
     size_t mask_count; /* tokens it allows */
-    bool loops_known;  /* whether loops holds: */
-    ByteSet loops;     /* the bytes that lead from this state back to itself */
+    struct CharSteps *chars;  /* how whole characters read from here, or NULL */
 } State;
 
 enum { UNKNOWN = -2, GRAMMAR_MAX_STATES = 1 << 18, GRAMMAR_MAX_NODES = 1 << 22 };
@@ -660,6 +672,9 @@ struct Grammar {
     size_t n_work, cap_work, n_found, cap_found;
     int *seen;             /* [cap_nodes] the stamp of the last transition that saw a node */
     int stamp;
+    uint64_t *in_order;    /* scratch for a walk of the trie: a bit per token in trie order */
+    size_t chars_bytes;    /* memory of the states' CharSteps (bounded) */
+    size_t walk_words;
     const GrammarVocab *mask_vocab;  /* the vocabulary the cached masks are over */
     size_t mask_bytes;
     char error[200];       /* non-empty once a bound was hit */
@@ -833,6 +848,7 @@ void grammar_free(Grammar *g) {
     for (int i = 0; i < g->n_states; i++) {
         free(g->states[i].next);
         free(g->states[i].mask);
+        free(g->states[i].chars);
     }
     free(g->states);
     free(g->state_table);
@@ -840,6 +856,7 @@ void grammar_free(Grammar *g) {
     free(g->nodes);
     free(g->node_table);
     free(g->seen);
+    free(g->in_order);
     free(g->work);
     free(g->found);
     free(g->elems);
@@ -1072,20 +1089,62 @@ bool grammar_matches(Grammar *g, const char *text, size_t n) { return grammar_co
 
 /* ---- the vocabulary trie and masks ---- */
 
+/* Where a byte sequence stands in UTF-8 (strictly: no overlong forms, no
+ * surrogates, nothing past U+10FFFF): at a character boundary, inside a
+ * character (which continuation bytes may come next), or broken for good. */
+enum {
+    UTF8_BOUNDARY,
+    UTF8_NEED1, UTF8_NEED2, UTF8_NEED3,    /* that many continuations, 80-BF */
+    UTF8_E0, UTF8_ED, UTF8_F0, UTF8_F4,    /* after these leads the next is A0-BF, 80-9F, 90-BF, 80-8F */
+    UTF8_BROKEN,
+};
+
+static int utf8_next(int role, int b) {
+    static const unsigned char lo[] = {0, 0x80, 0x80, 0x80, 0xA0, 0x80, 0x90, 0x80};
+    static const unsigned char hi[] = {0, 0xBF, 0xBF, 0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
+    static const unsigned char then[] = {0, UTF8_BOUNDARY, UTF8_NEED1, UTF8_NEED2, UTF8_NEED1, UTF8_NEED1, UTF8_NEED2, UTF8_NEED2};
+    if (role == UTF8_BROKEN) return UTF8_BROKEN;
+    if (role != UTF8_BOUNDARY) return b >= lo[role] && b <= hi[role] ? then[role] : UTF8_BROKEN;
+    if (b < 0x80) return UTF8_BOUNDARY;
+    if (b >= 0xC2 && b <= 0xDF) return UTF8_NEED1;
+    if (b == 0xE0) return UTF8_E0;
+    if (b == 0xED) return UTF8_ED;
+    if (b >= 0xE1 && b <= 0xEF) return UTF8_NEED2;
+    if (b == 0xF0) return UTF8_F0;
+    if (b == 0xF4) return UTF8_F4;
+    if (b >= 0xF1 && b <= 0xF3) return UTF8_NEED3;
+    return UTF8_BROKEN;
+}
+
+/* Whether byte b begins a character (ASCII or a lead byte), not continues one. */
+static bool starts_char(int b) { return b < 0x80 || b >= 0xC0; }
+
 /* Trie nodes in depth-first order: a node's subtree is [its index, end),
- * and the tokens of the subtree are ids[below_first[index] .. below_first[end]). */
+ * and the tokens of the subtree are ids[below_first[index] .. below_first[end])
+ * (ids is sorted by bytes, so a subtree's tokens are a run of it). */
 typedef struct {
     unsigned char byte;
-    uint16_t depth;   /* bytes from the root (>= 1) */
-    int end;          /* the index after its subtree */
-    int first, n;     /* the tokens whose bytes end here: ids[first .. first + n) */
-    int below;        /* the bytes of the nodes under it: below[this], for a big
-                         subtree (see SUMMARY_MIN_NODES); -1 for none */
+    unsigned char role; /* UTF8_*: where the bytes from the root to here stand */
+    uint16_t depth;     /* bytes from the root (>= 1) */
+    uint16_t chars;     /* the bytes from the root that begin a character */
+    int end;            /* the index after its subtree */
+    int first, n;       /* the tokens whose bytes end here: ids[first .. first + n) */
+    int below;          /* its Summary, for a big subtree that can be taken whole
+                           (see SUMMARY_MIN_NODES); -1 for none */
 } TrieNode;
 
-/* Subtrees of at least this many nodes keep the set of their bytes, so that a
- * state that every one of those bytes leads back to can take the whole
- * subtree at once (inside a JSON string, most of the vocabulary). */
+/* What the paths below a node hold, for a node at a character boundary with
+ * only well-formed UTF-8 below it (a last character may be cut off): then a
+ * state that reads every character beginning with one of `starts` the same
+ * way, `max_chars` times over, allows every token of the subtree at once
+ * (inside a JSON string, most of the vocabulary). */
+typedef struct {
+    ByteSet starts;     /* the bytes below that begin a character */
+    int lowest, highest; /* the least and greatest of them (a cheap first test) */
+    int max_chars;      /* the most characters on one path below */
+} Summary;
+
+/* Only subtrees of at least this many nodes are summarized. */
 enum { SUMMARY_MIN_NODES = 8 };
 
 enum { TOKEN_MAX_BYTES = 4096 };
@@ -1096,8 +1155,11 @@ struct GrammarVocab {
     TrieNode *nodes;
     int n_nodes;
     int *ids;          /* token ids sorted by their bytes */
+    uint16_t *id_chars; /* [n_ids] the characters begun in ids[k]'s bytes */
+    int n_ids;         /* tokens in the trie */
     int *below_first;  /* [n_nodes + 1] see TrieNode */
-    ByteSet *below;    /* the byte sets of the big subtrees */
+    Summary *summaries;
+    uint64_t *all;     /* [words] the mask of every token in the trie */
     int max_depth;
     char *bytes;       /* token id's bytes: bytes[start[id] .. start[id + 1]) */
     size_t *start;
@@ -1118,26 +1180,58 @@ static int compare_token_bytes(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The first token of each subtree, and the byte sets of the big ones. */
+/* The first token of each subtree, and the summaries of the big subtrees
+ * that can have one. A pass from the last node to the first gathers, per
+ * depth, what the children of the node about to be met hold. */
 static void summarize_subtrees(GrammarVocab *v, int n_ids) {
     v->below_first = xmalloc(((size_t)v->n_nodes + 1) * sizeof *v->below_first);
-    int tokens = 0, n_big = 0;
+    int tokens = 0;
     for (int i = 0; i < v->n_nodes; i++) {
         v->below_first[i] = tokens;
         tokens += v->nodes[i].n;
-        n_big += v->nodes[i].end - i >= SUMMARY_MIN_NODES;
     }
     v->below_first[v->n_nodes] = n_ids;
-    v->below = xcalloc((size_t)n_big + 1, sizeof *v->below);
+    /* chars[i], broken[i]: the most characters on a path below node i, and
+     * whether some node below is broken UTF-8. */
+    int *chars = xmalloc((size_t)v->n_nodes * sizeof *chars);
+    bool *broken = xmalloc((size_t)v->n_nodes * sizeof *broken);
+    int *acc_chars = xcalloc((size_t)v->max_depth + 2, sizeof *acc_chars);
+    bool *acc_broken = xcalloc((size_t)v->max_depth + 2, sizeof *acc_broken);
+    int n_big = 0;
+    for (int i = v->n_nodes - 1; i >= 0; i--) {
+        const TrieNode *t = &v->nodes[i];
+        int d = t->depth;
+        chars[i] = acc_chars[d + 1];
+        broken[i] = acc_broken[d + 1];
+        acc_chars[d + 1] = 0;
+        acc_broken[d + 1] = false;
+        int here = chars[i] + starts_char(t->byte);
+        if (here > acc_chars[d]) acc_chars[d] = here;
+        acc_broken[d] |= broken[i] || t->role == UTF8_BROKEN;
+        n_big += t->end - i >= SUMMARY_MIN_NODES && t->role == UTF8_BOUNDARY && !broken[i];
+    }
+    v->summaries = xcalloc((size_t)n_big + 1, sizeof *v->summaries);
     int k = 0;
     for (int i = 0; i < v->n_nodes; i++) {
         TrieNode *t = &v->nodes[i];
         t->below = -1;
-        if (t->end - i < SUMMARY_MIN_NODES) continue;
-        t->below = k;
-        for (int j = i + 1; j < t->end; j++) set_add_range(&v->below[k], v->nodes[j].byte, v->nodes[j].byte);
-        k++;
+        if (t->end - i < SUMMARY_MIN_NODES || t->role != UTF8_BOUNDARY || broken[i]) continue;
+        Summary *sum = &v->summaries[k];
+        t->below = k++;
+        sum->lowest = 256;
+        for (int j = i + 1; j < t->end; j++) {
+            int b = v->nodes[j].byte;
+            if (!starts_char(b)) continue;
+            set_add_range(&sum->starts, b, b);
+            if (b < sum->lowest) sum->lowest = b;
+            if (b > sum->highest) sum->highest = b;
+        }
+        sum->max_chars = chars[i];
     }
+    free(chars);
+    free(broken);
+    free(acc_chars);
+    free(acc_broken);
 }
 
 GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *end_ids, int n_end) {
@@ -1164,6 +1258,7 @@ GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *e
     v->start[vocab_size] = total;
     v->bytes = xmalloc(total + 1);
     v->ids = xmalloc((size_t)vocab_size * sizeof *v->ids);
+    v->id_chars = xmalloc((size_t)vocab_size * sizeof *v->id_chars);
     int n_ids = 0;
     for (int id = 0; id < vocab_size; id++) {
         size_t len = v->start[id + 1] - v->start[id];
@@ -1193,11 +1288,14 @@ GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *e
         while ((size_t)depth > common) v->nodes[open[--depth]].end = v->n_nodes;
         for (size_t k = common; k < len; k++) {
             if ((size_t)v->n_nodes == cap) v->nodes = xrealloc(v->nodes, cap *= 2, sizeof *v->nodes);
-            v->nodes[v->n_nodes] = (TrieNode){(unsigned char)b[k], (uint16_t)(k + 1), 0, i, 0, -1};
+            int role = utf8_next(depth > 0 ? v->nodes[open[depth - 1]].role : UTF8_BOUNDARY, (unsigned char)b[k]);
+            int chars = (depth > 0 ? v->nodes[open[depth - 1]].chars : 0) + starts_char((unsigned char)b[k]);
+            v->nodes[v->n_nodes] = (TrieNode){(unsigned char)b[k], (unsigned char)role, (uint16_t)(k + 1), (uint16_t)chars, 0, i, 0, -1};
             open[depth++] = v->n_nodes++;
         }
         TrieNode *last = &v->nodes[open[depth - 1]];
         if (last->n == 0) last->first = i;
+        v->id_chars[i] = last->chars;
         last->n++;
         if (depth > v->max_depth) v->max_depth = depth;
         prev = b;
@@ -1205,7 +1303,10 @@ GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *e
     }
     while (depth > 0) v->nodes[open[--depth]].end = v->n_nodes;
     free(open);
+    v->n_ids = n_ids;
     summarize_subtrees(v, n_ids);
+    v->all = xcalloc(v->words, sizeof *v->all);
+    for (int i = 0; i < n_ids; i++) v->all[v->ids[i] >> 6] |= 1ull << (v->ids[i] & 63);
     return v;
 }
 
@@ -1213,8 +1314,10 @@ void grammar_vocab_free(GrammarVocab *v) {
     if (!v) return;
     free(v->nodes);
     free(v->below_first);
-    free(v->below);
+    free(v->summaries);
+    free(v->all);
     free(v->ids);
+    free(v->id_chars);
     free(v->bytes);
     free(v->start);
     free(v->end_ids);
@@ -1234,29 +1337,215 @@ static void drop_masks(Grammar *g) {
     g->mask_bytes = 0;
 }
 
-/* The bytes that lead from state s back to s. */
-static const ByteSet *loop_bytes(Grammar *g, int s) {
-    if (!g->states[s].loops_known) {
-        ByteSet loops = {{0}};
-        for (int b = 0; b < 256; b++)
-            if (step(g, s, b) == s) set_add_range(&loops, b, b);
-        g->states[s].loops = loops;
-        g->states[s].loops_known = true;
-    }
-    return &g->states[s].loops;
-}
-
 static bool set_within(const ByteSet *a, const ByteSet *b) {
     for (int i = 0; i < 4; i++)
         if (a->bits[i] & ~b->bits[i]) return false;
     return true;
 }
 
-/* Walks the trie from state s: a node whose byte no parse takes is skipped
- * with its whole subtree, and a subtree whose bytes all lead back to the
- * node's state is taken whole. */
+/* The continuation bytes of the character that lead byte l begins: the
+ * ranges lo[k]..hi[k] of each; returns how many (0 when l is no lead). */
+static int utf8_tail(int l, int *lo, int *hi) {
+    int role = utf8_next(UTF8_BOUNDARY, l), n = 0;
+    while (role != UTF8_BOUNDARY && role != UTF8_BROKEN) {
+        lo[n] = hi[n] = -1;
+        for (int b = 0x80; b <= 0xBF; b++)
+            if (utf8_next(role, b) != UTF8_BROKEN) {
+                if (lo[n] < 0) lo[n] = b;
+                hi[n] = b;
+            }
+        role = utf8_next(role, lo[n]);
+        n++;
+    }
+    return n;
+}
+
+enum { CHAR_MAX_STATES = 8 };
+/* What char_target() finds besides a state. */
+enum { CHAR_REFUSED = -1, CHAR_MIXED = -3 };
+
+/* The one state that every character beginning with lead byte l leads to
+ * from state q, with no prefix of one rejected; CHAR_REFUSED when l is
+ * rejected, CHAR_MIXED when a later byte is or the characters end in
+ * different states (or too many states on the way). Bytes of one class are
+ * read alike, so each range is tried with one byte per class. */
+static int char_target(Grammar *g, int q, int l) {
+    int lo[3], hi[3], n = utf8_tail(l, lo, hi);
+    int set[CHAR_MAX_STATES], n_set = 1;
+    set[0] = step(g, q, l);
+    if (set[0] < 0) return CHAR_REFUSED;
+    for (int k = 0; k < n; k++) {
+        int next[CHAR_MAX_STATES], n_next = 0;
+        bool seen[256] = {false};
+        for (int b = lo[k]; b <= hi[k]; b++) {
+            if (seen[g->byte_class[b]]) continue;
+            seen[g->byte_class[b]] = true;
+            for (int i = 0; i < n_set; i++) {
+                int to = step(g, set[i], b);
+                if (to < 0) return CHAR_MIXED;
+                int j = 0;
+                while (j < n_next && next[j] != to) j++;
+                if (j == n_next) {
+                    if (n_next == CHAR_MAX_STATES) return CHAR_MIXED;
+                    next[n_next++] = to;
+                }
+            }
+        }
+        memcpy(set, next, (size_t)n_next * sizeof *next);
+        n_set = n_next;
+    }
+    return n_set == 1 ? set[0] : CHAR_MIXED;
+}
+
+/* CharSteps take this much memory at most per grammar; past it, walks go
+ * without them (node by node). */
+#define CHARS_CACHE_BYTES ((size_t)32 << 20)
+
+static bool set_meets(const ByteSet *a, const ByteSet *b) {
+    for (int i = 0; i < 4; i++)
+        if (a->bits[i] & b->bits[i]) return true;
+    return false;
+}
+
+/* State q's CharSteps, made when new; NULL past the memory bound. */
+static const CharSteps *char_steps(Grammar *g, int q) {
+    if (g->states[q].chars) return g->states[q].chars;
+    if (g->chars_bytes + sizeof(CharSteps) > CHARS_CACHE_BYTES) return NULL;
+    int to[256];
+    int by_class[256][3];  /* char_target per byte class and UTF-8 length - 2 */
+    for (int c = 0; c < g->n_classes; c++) by_class[c][0] = by_class[c][1] = by_class[c][2] = UNKNOWN;
+    for (int b = 0; b < 256; b++) {
+        int len = b < 0x80 ? 1 : b < 0xC2 || b > 0xF4 ? 0 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+        /* E0, ED, F0 and F4 take narrower continuations than their class mates may. */
+        bool special = b == 0xE0 || b == 0xED || b == 0xF0 || b == 0xF4;
+        int *memo = len >= 2 && !special ? &by_class[g->byte_class[b]][len - 2] : NULL;
+        if (len == 0) to[b] = CHAR_MIXED;
+        else if (len == 1) to[b] = step(g, q, b);
+        else if (memo && *memo != UNKNOWN) to[b] = *memo;
+        else {
+            to[b] = char_target(g, q, b);
+            if (memo) *memo = to[b];
+        }
+    }
+    if (g->error[0]) return NULL;
+    /* Group the bytes by their state; the biggest groups are kept. */
+    int state[256], count[256], n = 0;
+    ByteSet by[256];
+    CharSteps *cs = xcalloc(1, sizeof *cs);
+    for (int b = 0; b < 256; b++) {
+        if (to[b] < 0) {
+            set_add_range(to[b] == CHAR_REFUSED ? &cs->refused : &cs->mixed, b, b);
+            continue;
+        }
+        int k = 0;
+        while (k < n && state[k] != to[b]) k++;
+        if (k == n) state[n] = to[b], count[n] = 0, memset(&by[n], 0, sizeof by[n]), n++;
+        count[k]++;
+        set_add_range(&by[k], b, b);
+    }
+    for (int k = 0; k < n; k++) {
+        int best = k;
+        for (int j = k + 1; j < n; j++)
+            if (count[j] > count[best]) best = j;
+        if (cs->n_groups < CHAR_GROUPS) {
+            cs->to[cs->n_groups] = state[best];
+            cs->by[cs->n_groups++] = by[best];
+        } else
+            for (int w = 0; w < 4; w++) cs->mixed.bits[w] |= by[best].bits[w];
+        state[best] = state[k], count[best] = count[k], by[best] = by[k];
+    }
+    g->states[q].chars = cs;
+    g->chars_bytes += sizeof *cs;
+    return cs;
+}
+
+enum { TAKE_MAX_STATES = 16 };
+
+/* How much of a summarized subtree state q (the state at its node) allows
+ * at once: -1 when it cannot tell; else k, the tokens whose bytes below the
+ * node are at most k characters (k >= max_chars: all of them). Every path
+ * below reads at most max_chars characters, each begun by a byte of
+ * starts: level by level, the states those characters can lead to are
+ * followed (none may refuse one), up to max_chars levels, or until a level
+ * brings no state not seen (then no deeper one can either), or until a level
+ * is one state that refuses every character at its first byte (then the
+ * tokens with more characters are refused, the others allowed). */
+static int takes_subtree(Grammar *g, const Summary *sum, int q) {
+    if (step(g, q, sum->lowest) < 0 || step(g, q, sum->highest) < 0) return -1;
+    int level[TAKE_MAX_STATES], n_level = 1, seen[TAKE_MAX_STATES], n_seen = 1;
+    level[0] = seen[0] = q;
+    for (int k = 0; k < sum->max_chars; k++) {
+        int next[TAKE_MAX_STATES], n_next = 0;
+        for (int i = 0; i < n_level; i++) {
+            const CharSteps *cs = char_steps(g, level[i]);
+            if (!cs) return -1;
+            if (n_level == 1 && set_within(&sum->starts, &cs->refused)) return k;
+            if (set_meets(&sum->starts, &cs->refused) || set_meets(&sum->starts, &cs->mixed)) return -1;
+            for (int j = 0; j < cs->n_groups; j++) {
+                if (!set_meets(&sum->starts, &cs->by[j])) continue;
+                int m = 0;
+                while (m < n_next && next[m] != cs->to[j]) m++;
+                if (m < n_next) continue;
+                if (n_next == TAKE_MAX_STATES) return -1;
+                next[n_next++] = cs->to[j];
+            }
+        }
+        /* The new states: none means every deeper level is among those seen. */
+        int n_new = 0;
+        for (int j = 0; j < n_next; j++) {
+            int m = 0;
+            while (m < n_seen && seen[m] != next[j]) m++;
+            if (m < n_seen) continue;
+            if (n_seen == TAKE_MAX_STATES) return -1;
+            seen[n_seen++] = next[j];
+            n_new++;
+        }
+        if (n_new == 0) return sum->max_chars;
+        memcpy(level, next, (size_t)n_next * sizeof *next);
+        n_level = n_next;
+    }
+    return sum->max_chars;
+}
+
+/* Sets bits [lo, hi) of bits. */
+static void set_bit_range(uint64_t *bits, int lo, int hi) {
+    while (lo < hi && (lo & 63)) bits[lo >> 6] |= 1ull << (lo & 63), lo++;
+    while (lo + 64 <= hi) bits[lo >> 6] = ~0ull, lo += 64;
+    while (lo < hi) bits[lo >> 6] |= 1ull << (lo & 63), lo++;
+}
+
+/* The mask from the bits of the tokens in trie order (bit k: token ids[k]):
+ * the allowed tokens set one by one, or, when they are most, all tokens
+ * with the refused ones cleared. Returns how many are allowed. */
+static size_t scatter_tokens(const GrammarVocab *v, const uint64_t *in_order, uint64_t *mask) {
+    size_t words = ((size_t)v->n_ids + 63) / 64, ones = 0;
+    for (size_t w = 0; w < words; w++) ones += (size_t)__builtin_popcountll(in_order[w]);
+    bool most = ones * 2 > (size_t)v->n_ids;
+    if (most) memcpy(mask, v->all, v->words * sizeof *mask);
+    for (size_t w = 0; w < words; w++) {
+        uint64_t x = most ? ~in_order[w] : in_order[w];
+        if (most && w == words - 1 && v->n_ids % 64) x &= (1ull << (v->n_ids % 64)) - 1;
+        for (; x; x &= x - 1) {
+            int id = v->ids[w * 64 + (size_t)__builtin_ctzll(x)];
+            if (most) mask[id >> 6] &= ~(1ull << (id & 63));
+            else mask[id >> 6] |= 1ull << (id & 63);
+        }
+    }
+    return ones;
+}
+
+/* Walks the trie from state s, marking allowed tokens in trie order: a node
+ * whose byte no parse takes is skipped with its whole subtree, and a
+ * summarized subtree that takes_subtree() allows is taken whole. */
 static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask) {
-    size_t count = 0;
+    size_t words = ((size_t)v->n_ids + 63) / 64;
+    if (g->walk_words < words) {
+        free(g->in_order);
+        g->in_order = xmalloc(words * sizeof *g->in_order);
+        g->walk_words = words;
+    }
+    uint64_t *in_order = g->in_order;
+    memset(in_order, 0, words * sizeof *in_order);
     int stack[TOKEN_MAX_BYTES + 1];
     stack[0] = s;
     for (int i = 0; i < v->n_nodes;) {
@@ -1266,24 +1555,24 @@ static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask
             i = t->end;
             continue;
         }
-        if (t->below >= 0 && set_within(&v->below[t->below], loop_bytes(g, to))) {
-            for (int k = v->below_first[i]; k < v->below_first[t->end]; k++) {
-                int id = v->ids[k];
-                mask[id >> 6] |= 1ull << (id & 63);
-            }
-            count += (size_t)(v->below_first[t->end] - v->below_first[i]);
+        int k = t->below >= 0 ? takes_subtree(g, &v->summaries[t->below], to) : -1;
+        if (k >= 0 && k >= v->summaries[t->below].max_chars) {
+            set_bit_range(in_order, v->below_first[i], v->below_first[t->end]);
+            i = t->end;
+            continue;
+        }
+        if (k >= 0) {
+            /* Only the tokens with at most k characters below the node. */
+            for (int j = v->below_first[i]; j < v->below_first[t->end]; j++)
+                if (v->id_chars[j] - t->chars <= k) in_order[j >> 6] |= 1ull << (j & 63);
             i = t->end;
             continue;
         }
         stack[t->depth] = to;
-        for (int k = 0; k < t->n; k++) {
-            int id = v->ids[t->first + k];
-            mask[id >> 6] |= 1ull << (id & 63);
-        }
-        count += (size_t)t->n;
+        if (t->n) set_bit_range(in_order, t->first, t->first + t->n);
         i++;
     }
-    return count;
+    return scatter_tokens(v, in_order, mask);
 }
 
 size_t grammar_fill_mask(Grammar *g, const GrammarVocab *v, GrammarState s, uint64_t *mask) {
