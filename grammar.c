@@ -1507,31 +1507,66 @@ static int takes_subtree(Grammar *g, const Summary *sum, int q) {
     return sum->max_chars;
 }
 
-/* Sets bits [lo, hi) of bits. */
-static void set_bit_range(uint64_t *bits, int lo, int hi) {
-    while (lo < hi && (lo & 63)) bits[lo >> 6] |= 1ull << (lo & 63), lo++;
-    while (lo + 64 <= hi) bits[lo >> 6] = ~0ull, lo += 64;
-    while (lo < hi) bits[lo >> 6] |= 1ull << (lo & 63), lo++;
+/* The tokens a walk allows, by their place in trie order (bit k: token
+ * ids[k]), how many, and the words touched (kept zero between walks). */
+typedef struct {
+    uint64_t *bits;
+    size_t ones;
+    int lo, hi;  /* words [lo, hi) may be non-zero */
+} Marks;
+
+static void touch(Marks *m, int lo_bit, int hi_bit) {
+    if (lo_bit >> 6 < m->lo) m->lo = lo_bit >> 6;
+    if ((hi_bit + 63) >> 6 > m->hi) m->hi = (hi_bit + 63) >> 6;
 }
 
-/* The mask from the bits of the tokens in trie order (bit k: token ids[k]):
- * the allowed tokens set one by one, or, when they are most, all tokens
- * with the refused ones cleared. Returns how many are allowed. */
-static size_t scatter_tokens(const GrammarVocab *v, const uint64_t *in_order, uint64_t *mask) {
-    size_t words = ((size_t)v->n_ids + 63) / 64, ones = 0;
-    for (size_t w = 0; w < words; w++) ones += (size_t)__builtin_popcountll(in_order[w]);
-    bool most = ones * 2 > (size_t)v->n_ids;
-    if (most) memcpy(mask, v->all, v->words * sizeof *mask);
-    for (size_t w = 0; w < words; w++) {
-        uint64_t x = most ? ~in_order[w] : in_order[w];
-        if (most && w == words - 1 && v->n_ids % 64) x &= (1ull << (v->n_ids % 64)) - 1;
+/* Marks the tokens [lo, hi). */
+static void mark_range(Marks *m, int lo, int hi) {
+    if (lo >= hi) return;
+    touch(m, lo, hi);
+    m->ones += (size_t)(hi - lo);
+    while (lo < hi && (lo & 63)) m->bits[lo >> 6] |= 1ull << (lo & 63), lo++;
+    while (lo + 64 <= hi) m->bits[lo >> 6] = ~0ull, lo += 64;
+    while (lo < hi) m->bits[lo >> 6] |= 1ull << (lo & 63), lo++;
+}
+
+/* Marks the tokens k of [lo, hi) with chars[k] <= limit, a word at a time. */
+static void mark_up_to(Marks *m, const uint16_t *chars, int lo, int hi, int limit) {
+    if (lo >= hi) return;
+    touch(m, lo, hi);
+    for (int k = lo; k < hi;) {
+        int stop = ((k >> 6) + 1) << 6 < hi ? ((k >> 6) + 1) << 6 : hi;
+        uint64_t bits = 0;
+        for (; k < stop; k++) {
+            bool in = chars[k] <= limit;
+            bits |= (uint64_t)in << (k & 63);
+            m->ones += in;
+        }
+        m->bits[(k - 1) >> 6] |= bits;
+    }
+}
+
+/* Writes the mask from the marks (the allowed tokens set one by one, or,
+ * when they are most, all tokens with the refused ones cleared) and clears
+ * the marks. Returns how many are allowed. */
+static size_t scatter_marks(const GrammarVocab *v, Marks *m, uint64_t *mask) {
+    bool most = m->ones * 2 > (size_t)v->n_ids;
+    int lo = m->lo, hi = m->hi;
+    if (most) {
+        memcpy(mask, v->all, v->words * sizeof *mask);
+        lo = 0, hi = (v->n_ids + 63) / 64;
+    }
+    for (int w = lo; w < hi; w++) {
+        uint64_t x = most ? ~m->bits[w] : m->bits[w];
+        if (most && w == hi - 1 && v->n_ids % 64) x &= (1ull << (v->n_ids % 64)) - 1;
         for (; x; x &= x - 1) {
-            int id = v->ids[w * 64 + (size_t)__builtin_ctzll(x)];
+            int id = v->ids[w * 64 + __builtin_ctzll(x)];
             if (most) mask[id >> 6] &= ~(1ull << (id & 63));
             else mask[id >> 6] |= 1ull << (id & 63);
         }
     }
-    return ones;
+    if (m->hi > m->lo) memset(m->bits + m->lo, 0, (size_t)(m->hi - m->lo) * sizeof *m->bits);
+    return m->ones;
 }
 
 /* Walks the trie from state s, marking allowed tokens in trie order: a node
@@ -1541,11 +1576,10 @@ static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask
     size_t words = ((size_t)v->n_ids + 63) / 64;
     if (g->walk_words < words) {
         free(g->in_order);
-        g->in_order = xmalloc(words * sizeof *g->in_order);
+        g->in_order = xcalloc(words, sizeof *g->in_order);
         g->walk_words = words;
     }
-    uint64_t *in_order = g->in_order;
-    memset(in_order, 0, words * sizeof *in_order);
+    Marks m = {g->in_order, 0, (int)words, 0};
     int stack[TOKEN_MAX_BYTES + 1];
     stack[0] = s;
     for (int i = 0; i < v->n_nodes;) {
@@ -1556,23 +1590,18 @@ static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask
             continue;
         }
         int k = t->below >= 0 ? takes_subtree(g, &v->summaries[t->below], to) : -1;
-        if (k >= 0 && k >= v->summaries[t->below].max_chars) {
-            set_bit_range(in_order, v->below_first[i], v->below_first[t->end]);
-            i = t->end;
-            continue;
-        }
         if (k >= 0) {
-            /* Only the tokens with at most k characters below the node. */
-            for (int j = v->below_first[i]; j < v->below_first[t->end]; j++)
-                if (v->id_chars[j] - t->chars <= k) in_order[j >> 6] |= 1ull << (j & 63);
+            /* All of the subtree, or the tokens with at most k characters below the node. */
+            if (k >= v->summaries[t->below].max_chars) mark_range(&m, v->below_first[i], v->below_first[t->end]);
+            else mark_up_to(&m, v->id_chars, v->below_first[i], v->below_first[t->end], t->chars + k);
             i = t->end;
             continue;
         }
         stack[t->depth] = to;
-        if (t->n) set_bit_range(in_order, t->first, t->first + t->n);
+        mark_range(&m, t->first, t->first + t->n);
         i++;
     }
-    return scatter_tokens(v, in_order, mask);
+    return scatter_marks(v, &m, mask);
 }
 
 size_t grammar_fill_mask(Grammar *g, const GrammarVocab *v, GrammarState s, uint64_t *mask) {
