@@ -1131,21 +1131,28 @@ typedef struct {
     int first, n;       /* the tokens whose bytes end here: ids[first .. first + n) */
     int below;          /* its Summary, for a big subtree that can be taken whole
                            (see SUMMARY_MIN_NODES); -1 for none */
+    int run;            /* the Summary of the run of siblings it begins; -1 for none */
 } TrieNode;
 
-/* What the paths below a node hold, for a node at a character boundary with
- * only well-formed UTF-8 below it (a last character may be cut off): then a
- * state that reads every character beginning with one of `starts` the same
- * way, `max_chars` times over, allows every token of the subtree at once
- * (inside a JSON string, most of the vocabulary). */
+/* What the paths below a node (or a run of siblings) hold, when they are
+ * well-formed UTF-8 (a last character may be cut off): then a state that
+ * finishes the character in progress and reads every character beginning
+ * with one of `starts` the same way, `max_chars` times over, allows every
+ * token of the subtree at once (inside a JSON string, most of the
+ * vocabulary). */
 typedef struct {
     ByteSet starts;     /* the bytes below that begin a character */
     int lowest, highest; /* the least and greatest of them (a cheap first test) */
     int max_chars;      /* the most characters on one path below */
+    int end;            /* for a run of children: the node after it */
+    int role;           /* UTF8_*: where the bytes to the node (or the run's parent) stand */
 } Summary;
 
-/* Only subtrees of at least this many nodes are summarized. */
-enum { SUMMARY_MIN_NODES = 8 };
+/* Only subtrees of at least this many nodes are summarized; below a node
+ * whose subtree cannot be taken whole, runs of consecutive children of at
+ * most RUN_NODES nodes in all have a summary too (their first child keeps
+ * it), since most children are small (a word and its few extensions). */
+enum { SUMMARY_MIN_NODES = 8, RUN_NODES = 64 };
 
 enum { TOKEN_MAX_BYTES = 4096 };
 
@@ -1159,6 +1166,7 @@ struct GrammarVocab {
     int n_ids;         /* tokens in the trie */
     int *below_first;  /* [n_nodes + 1] see TrieNode */
     Summary *summaries;
+    int n_summaries;
     uint64_t *all;     /* [words] the mask of every token in the trie */
     int max_depth;
     char *bytes;       /* token id's bytes: bytes[start[id] .. start[id + 1]) */
@@ -1180,9 +1188,49 @@ static int compare_token_bytes(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Adds the summary of the nodes [first, last) to v->summaries; returns its index. */
+static int add_summary(GrammarVocab *v, int *cap, int first, int last, int max_chars, int role) {
+    if (v->n_summaries == *cap) {
+        *cap = *cap ? 2 * *cap : 1024;
+        v->summaries = xrealloc(v->summaries, (size_t)*cap, sizeof *v->summaries);
+    }
+    Summary *sum = &v->summaries[v->n_summaries];
+    memset(sum, 0, sizeof *sum);
+    sum->lowest = 256;
+    for (int j = first; j < last; j++) {
+        int b = v->nodes[j].byte;
+        if (!starts_char(b)) continue;
+        set_add_range(&sum->starts, b, b);
+        if (b < sum->lowest) sum->lowest = b;
+        if (b > sum->highest) sum->highest = b;
+    }
+    sum->max_chars = max_chars;
+    sum->end = last;
+    sum->role = role;
+    return v->n_summaries++;
+}
+
+/* Summarizes the runs of the children of a node (first: its first child,
+ * end: the end of its subtree, role: the node's UTF8_*): consecutive clean
+ * children of at most RUN_NODES nodes in all. chars and broken as below. */
+static void summarize_runs(GrammarVocab *v, int *cap, int first, int end, int role, const int *chars, const bool *broken) {
+    for (int c = first; c < end;) {
+        int last = c, n_children = 0, max_chars = 0;
+        while (last < end && v->nodes[last].end - c <= RUN_NODES && v->nodes[last].role != UTF8_BROKEN && !broken[last]) {
+            int here = starts_char(v->nodes[last].byte) + chars[last];
+            if (here > max_chars) max_chars = here;
+            n_children++;
+            last = v->nodes[last].end;
+        }
+        if (n_children >= 2) v->nodes[c].run = add_summary(v, cap, c, last, max_chars, role);
+        c = last > c ? last : v->nodes[c].end;
+    }
+}
+
 /* The first token of each subtree, and the summaries of the big subtrees
- * that can have one. A pass from the last node to the first gathers, per
- * depth, what the children of the node about to be met hold. */
+ * and of the runs of children that can have one. A pass from the last node
+ * to the first gathers, per depth, what the children of the node about to
+ * be met hold. */
 static void summarize_subtrees(GrammarVocab *v, int n_ids) {
     v->below_first = xmalloc(((size_t)v->n_nodes + 1) * sizeof *v->below_first);
     int tokens = 0;
@@ -1197,7 +1245,6 @@ static void summarize_subtrees(GrammarVocab *v, int n_ids) {
     bool *broken = xmalloc((size_t)v->n_nodes * sizeof *broken);
     int *acc_chars = xcalloc((size_t)v->max_depth + 2, sizeof *acc_chars);
     bool *acc_broken = xcalloc((size_t)v->max_depth + 2, sizeof *acc_broken);
-    int n_big = 0;
     for (int i = v->n_nodes - 1; i >= 0; i--) {
         const TrieNode *t = &v->nodes[i];
         int d = t->depth;
@@ -1208,25 +1255,15 @@ static void summarize_subtrees(GrammarVocab *v, int n_ids) {
         int here = chars[i] + starts_char(t->byte);
         if (here > acc_chars[d]) acc_chars[d] = here;
         acc_broken[d] |= broken[i] || t->role == UTF8_BROKEN;
-        n_big += t->end - i >= SUMMARY_MIN_NODES && t->role == UTF8_BOUNDARY && !broken[i];
     }
-    v->summaries = xcalloc((size_t)n_big + 1, sizeof *v->summaries);
-    int k = 0;
+    int cap = 0;
+    for (int i = 0; i < v->n_nodes; i++) v->nodes[i].below = v->nodes[i].run = -1;
+    summarize_runs(v, &cap, 0, v->n_nodes, UTF8_BOUNDARY, chars, broken);
     for (int i = 0; i < v->n_nodes; i++) {
         TrieNode *t = &v->nodes[i];
-        t->below = -1;
-        if (t->end - i < SUMMARY_MIN_NODES || t->role != UTF8_BOUNDARY || broken[i]) continue;
-        Summary *sum = &v->summaries[k];
-        t->below = k++;
-        sum->lowest = 256;
-        for (int j = i + 1; j < t->end; j++) {
-            int b = v->nodes[j].byte;
-            if (!starts_char(b)) continue;
-            set_add_range(&sum->starts, b, b);
-            if (b < sum->lowest) sum->lowest = b;
-            if (b > sum->highest) sum->highest = b;
-        }
-        sum->max_chars = chars[i];
+        if (t->role == UTF8_BROKEN) continue;
+        if (t->end - i >= SUMMARY_MIN_NODES && !broken[i]) t->below = add_summary(v, &cap, i + 1, t->end, chars[i], t->role);
+        summarize_runs(v, &cap, i + 1, t->end, t->role, chars, broken);
     }
     free(chars);
     free(broken);
@@ -1290,7 +1327,7 @@ GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *e
             if ((size_t)v->n_nodes == cap) v->nodes = xrealloc(v->nodes, cap *= 2, sizeof *v->nodes);
             int role = utf8_next(depth > 0 ? v->nodes[open[depth - 1]].role : UTF8_BOUNDARY, (unsigned char)b[k]);
             int chars = (depth > 0 ? v->nodes[open[depth - 1]].chars : 0) + starts_char((unsigned char)b[k]);
-            v->nodes[v->n_nodes] = (TrieNode){(unsigned char)b[k], (unsigned char)role, (uint16_t)(k + 1), (uint16_t)chars, 0, i, 0, -1};
+            v->nodes[v->n_nodes] = (TrieNode){(unsigned char)b[k], (unsigned char)role, (uint16_t)(k + 1), (uint16_t)chars, 0, i, 0, -1, -1};
             open[depth++] = v->n_nodes++;
         }
         TrieNode *last = &v->nodes[open[depth - 1]];
@@ -1343,42 +1380,24 @@ static bool set_within(const ByteSet *a, const ByteSet *b) {
     return true;
 }
 
-/* The continuation bytes of the character that lead byte l begins: the
- * ranges lo[k]..hi[k] of each; returns how many (0 when l is no lead). */
-static int utf8_tail(int l, int *lo, int *hi) {
-    int role = utf8_next(UTF8_BOUNDARY, l), n = 0;
-    while (role != UTF8_BOUNDARY && role != UTF8_BROKEN) {
-        lo[n] = hi[n] = -1;
-        for (int b = 0x80; b <= 0xBF; b++)
-            if (utf8_next(role, b) != UTF8_BROKEN) {
-                if (lo[n] < 0) lo[n] = b;
-                hi[n] = b;
-            }
-        role = utf8_next(role, lo[n]);
-        n++;
-    }
-    return n;
-}
-
 enum { CHAR_MAX_STATES = 8 };
-/* What char_target() finds besides a state. */
+/* What char_target() and finish_char() find besides a state. */
 enum { CHAR_REFUSED = -1, CHAR_MIXED = -3 };
 
-/* The one state that every character beginning with lead byte l leads to
- * from state q, with no prefix of one rejected; CHAR_REFUSED when l is
- * rejected, CHAR_MIXED when a later byte is or the characters end in
- * different states (or too many states on the way). Bytes of one class are
- * read alike, so each range is tried with one byte per class. */
-static int char_target(Grammar *g, int q, int l) {
-    int lo[3], hi[3], n = utf8_tail(l, lo, hi);
+/* The one state that every well-formed way to finish the character in
+ * progress (UTF-8 state role) leads to from q, with no prefix rejected: q
+ * itself at a boundary; CHAR_MIXED when some byte is rejected or the ways
+ * end in different states (or too many states on the way). Bytes of one
+ * class are read alike, so each range is tried with one byte per class. */
+static int finish_char(Grammar *g, int q, int role) {
     int set[CHAR_MAX_STATES], n_set = 1;
-    set[0] = step(g, q, l);
-    if (set[0] < 0) return CHAR_REFUSED;
-    for (int k = 0; k < n; k++) {
-        int next[CHAR_MAX_STATES], n_next = 0;
+    set[0] = q;
+    while (role != UTF8_BOUNDARY) {
+        int next[CHAR_MAX_STATES], n_next = 0, then = UTF8_BROKEN;
         bool seen[256] = {false};
-        for (int b = lo[k]; b <= hi[k]; b++) {
-            if (seen[g->byte_class[b]]) continue;
+        for (int b = 0x80; b <= 0xBF; b++) {
+            if (utf8_next(role, b) == UTF8_BROKEN || seen[g->byte_class[b]]) continue;
+            then = utf8_next(role, b);
             seen[g->byte_class[b]] = true;
             for (int i = 0; i < n_set; i++) {
                 int to = step(g, set[i], b);
@@ -1393,8 +1412,17 @@ static int char_target(Grammar *g, int q, int l) {
         }
         memcpy(set, next, (size_t)n_next * sizeof *next);
         n_set = n_next;
+        role = then;
     }
     return n_set == 1 ? set[0] : CHAR_MIXED;
+}
+
+/* The one state that every character beginning with lead byte l leads to
+ * from q, with no prefix rejected; CHAR_REFUSED when l is rejected,
+ * CHAR_MIXED when a later byte is or the characters end apart. */
+static int char_target(Grammar *g, int q, int l) {
+    int to = step(g, q, l);
+    return to < 0 ? CHAR_REFUSED : finish_char(g, to, utf8_next(UTF8_BOUNDARY, l));
 }
 
 /* CharSteps take this much memory at most per grammar; past it, walks go
@@ -1461,16 +1489,18 @@ static const CharSteps *char_steps(Grammar *g, int q) {
 
 enum { TAKE_MAX_STATES = 16 };
 
-/* How much of a summarized subtree state q (the state at its node) allows
- * at once: -1 when it cannot tell; else k, the tokens whose bytes below the
- * node are at most k characters (k >= max_chars: all of them). Every path
- * below reads at most max_chars characters, each begun by a byte of
- * starts: level by level, the states those characters can lead to are
+/* How much of a summarized subtree state q (the state at its node, or at
+ * the parent of a run) allows at once: -1 when it cannot tell; else k, the
+ * tokens whose bytes below are at most k characters (k >= max_chars: all of
+ * them). Inside a character, every way to finish it must lead to one state
+ * first. Then every path below reads at most max_chars characters, each
+ * begun by a byte of starts: level by level, the states they can lead to are
  * followed (none may refuse one), up to max_chars levels, or until a level
  * brings no state not seen (then no deeper one can either), or until a level
  * is one state that refuses every character at its first byte (then the
  * tokens with more characters are refused, the others allowed). */
 static int takes_subtree(Grammar *g, const Summary *sum, int q) {
+    if (sum->role != UTF8_BOUNDARY && (q = finish_char(g, q, sum->role)) < 0) return -1;
     if (step(g, q, sum->lowest) < 0 || step(g, q, sum->highest) < 0) return -1;
     int level[TAKE_MAX_STATES], n_level = 1, seen[TAKE_MAX_STATES], n_seen = 1;
     level[0] = seen[0] = q;
@@ -1584,6 +1614,17 @@ static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask
     stack[0] = s;
     for (int i = 0; i < v->n_nodes;) {
         const TrieNode *t = &v->nodes[i];
+        if (t->run >= 0) {
+            /* A run of siblings, from the state at their parent. */
+            const Summary *run = &v->summaries[t->run];
+            int k = takes_subtree(g, run, stack[t->depth - 1]);
+            if (k >= 0) {
+                if (k >= run->max_chars) mark_range(&m, v->below_first[i], v->below_first[run->end]);
+                else mark_up_to(&m, v->id_chars, v->below_first[i], v->below_first[run->end], t->chars - starts_char(t->byte) + k);
+                i = run->end;
+                continue;
+            }
+        }
         int to = step(g, stack[t->depth - 1], t->byte);
         if (to < 0) {
             i = t->end;
