@@ -40,6 +40,36 @@ static void set_add_range(ByteSet *s, int lo, int hi) {
     for (int b = lo; b <= hi; b++) s->bits[b >> 6] |= 1ull << (b & 63);
 }
 
+/* Where a byte sequence stands in UTF-8 (strictly: no overlong forms, no
+ * surrogates, nothing past U+10FFFF): at a character boundary, inside a
+ * character (which continuation bytes may come next), or broken for good. */
+enum {
+    UTF8_BOUNDARY,
+    UTF8_NEED1, UTF8_NEED2, UTF8_NEED3,    /* that many continuations, 80-BF */
+    UTF8_E0, UTF8_ED, UTF8_F0, UTF8_F4,    /* after these leads the next is A0-BF, 80-9F, 90-BF, 80-8F */
+    UTF8_BROKEN,
+};
+
+static int utf8_next(int role, int b) {
+    static const unsigned char lo[] = {0, 0x80, 0x80, 0x80, 0xA0, 0x80, 0x90, 0x80};
+    static const unsigned char hi[] = {0, 0xBF, 0xBF, 0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
+    static const unsigned char then[] = {0, UTF8_BOUNDARY, UTF8_NEED1, UTF8_NEED2, UTF8_NEED1, UTF8_NEED1, UTF8_NEED2, UTF8_NEED2};
+    if (role == UTF8_BROKEN) return UTF8_BROKEN;
+    if (role != UTF8_BOUNDARY) return b >= lo[role] && b <= hi[role] ? then[role] : UTF8_BROKEN;
+    if (b < 0x80) return UTF8_BOUNDARY;
+    if (b >= 0xC2 && b <= 0xDF) return UTF8_NEED1;
+    if (b == 0xE0) return UTF8_E0;
+    if (b == 0xED) return UTF8_ED;
+    if (b >= 0xE1 && b <= 0xEF) return UTF8_NEED2;
+    if (b == 0xF0) return UTF8_F0;
+    if (b == 0xF4) return UTF8_F4;
+    if (b >= 0xF1 && b <= 0xF3) return UTF8_NEED3;
+    return UTF8_BROKEN;
+}
+
+/* Whether byte b begins a character (ASCII or a lead byte), not continues one. */
+static bool starts_char(int b) { return b < 0x80 || b >= 0xC0; }
+
 /* ---- parsing GBNF ---- */
 
 typedef struct {
@@ -656,6 +686,10 @@ struct Grammar {
     int n_rules, root;
     unsigned char byte_class[256];  /* bytes no set tells apart share a class */
     int n_classes;
+    /* per UTF-8 state inside a character (UTF8_*): the continuation bytes
+     * it takes, one per class */
+    unsigned char cont_reps[UTF8_BROKEN][64];
+    int n_cont_reps[UTF8_BROKEN];
     /* the parse's memory: stacks and states, each interned */
     Node *nodes;
     int n_nodes, cap_nodes;
@@ -771,6 +805,15 @@ static void make_byte_classes(Grammar *g, int n_sets) {
         }
         g->n_classes = n;
         if (n == 256) break;
+    }
+    for (int role = UTF8_NEED1; role < UTF8_BROKEN; role++) {
+        bool seen[256] = {false};
+        g->n_cont_reps[role] = 0;
+        for (int b = 0x80; b <= 0xBF; b++)
+            if (utf8_next(role, b) != UTF8_BROKEN && !seen[g->byte_class[b]]) {
+                seen[g->byte_class[b]] = true;
+                g->cont_reps[role][g->n_cont_reps[role]++] = (unsigned char)b;
+            }
     }
 }
 
@@ -1089,36 +1132,6 @@ bool grammar_matches(Grammar *g, const char *text, size_t n) { return grammar_co
 
 /* ---- the vocabulary trie and masks ---- */
 
-/* Where a byte sequence stands in UTF-8 (strictly: no overlong forms, no
- * surrogates, nothing past U+10FFFF): at a character boundary, inside a
- * character (which continuation bytes may come next), or broken for good. */
-enum {
-    UTF8_BOUNDARY,
-    UTF8_NEED1, UTF8_NEED2, UTF8_NEED3,    /* that many continuations, 80-BF */
-    UTF8_E0, UTF8_ED, UTF8_F0, UTF8_F4,    /* after these leads the next is A0-BF, 80-9F, 90-BF, 80-8F */
-    UTF8_BROKEN,
-};
-
-static int utf8_next(int role, int b) {
-    static const unsigned char lo[] = {0, 0x80, 0x80, 0x80, 0xA0, 0x80, 0x90, 0x80};
-    static const unsigned char hi[] = {0, 0xBF, 0xBF, 0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
-    static const unsigned char then[] = {0, UTF8_BOUNDARY, UTF8_NEED1, UTF8_NEED2, UTF8_NEED1, UTF8_NEED1, UTF8_NEED2, UTF8_NEED2};
-    if (role == UTF8_BROKEN) return UTF8_BROKEN;
-    if (role != UTF8_BOUNDARY) return b >= lo[role] && b <= hi[role] ? then[role] : UTF8_BROKEN;
-    if (b < 0x80) return UTF8_BOUNDARY;
-    if (b >= 0xC2 && b <= 0xDF) return UTF8_NEED1;
-    if (b == 0xE0) return UTF8_E0;
-    if (b == 0xED) return UTF8_ED;
-    if (b >= 0xE1 && b <= 0xEF) return UTF8_NEED2;
-    if (b == 0xF0) return UTF8_F0;
-    if (b == 0xF4) return UTF8_F4;
-    if (b >= 0xF1 && b <= 0xF3) return UTF8_NEED3;
-    return UTF8_BROKEN;
-}
-
-/* Whether byte b begins a character (ASCII or a lead byte), not continues one. */
-static bool starts_char(int b) { return b < 0x80 || b >= 0xC0; }
-
 /* Trie nodes in depth-first order: a node's subtree is [its index, end),
  * and the tokens of the subtree are ids[below_first[index] .. below_first[end])
  * (ids is sorted by bytes, so a subtree's tokens are a run of it). */
@@ -1393,14 +1406,10 @@ static int finish_char(Grammar *g, int q, int role) {
     int set[CHAR_MAX_STATES], n_set = 1;
     set[0] = q;
     while (role != UTF8_BOUNDARY) {
-        int next[CHAR_MAX_STATES], n_next = 0, then = UTF8_BROKEN;
-        bool seen[256] = {false};
-        for (int b = 0x80; b <= 0xBF; b++) {
-            if (utf8_next(role, b) == UTF8_BROKEN || seen[g->byte_class[b]]) continue;
-            then = utf8_next(role, b);
-            seen[g->byte_class[b]] = true;
+        int next[CHAR_MAX_STATES], n_next = 0;
+        for (int r = 0; r < g->n_cont_reps[role]; r++)
             for (int i = 0; i < n_set; i++) {
-                int to = step(g, set[i], b);
+                int to = step(g, set[i], g->cont_reps[role][r]);
                 if (to < 0) return CHAR_MIXED;
                 int j = 0;
                 while (j < n_next && next[j] != to) j++;
@@ -1409,10 +1418,9 @@ static int finish_char(Grammar *g, int q, int role) {
                     next[n_next++] = to;
                 }
             }
-        }
         memcpy(set, next, (size_t)n_next * sizeof *next);
         n_set = n_next;
-        role = then;
+        role = utf8_next(role, g->cont_reps[role][0]);
     }
     return n_set == 1 ? set[0] : CHAR_MIXED;
 }
