@@ -1167,11 +1167,6 @@ typedef struct {
  * it), since most children are small (a word and its few extensions). */
 enum { SUMMARY_MIN_NODES = 8, RUN_NODES = 64 };
 
-/* A big subtree of which only the tokens of 1 or 2 characters below are
- * allowed is walked into (its runs of children are cheaper to judge than
- * its many tokens to count). */
-enum { PARTIAL_MIN_CHARS = 2 };
-
 enum { TOKEN_MAX_BYTES = 4096 };
 
 struct GrammarVocab {
@@ -1180,7 +1175,7 @@ struct GrammarVocab {
     TrieNode *nodes;
     int n_nodes;
     int *ids;          /* token ids sorted by their bytes */
-    uint16_t *id_chars; /* [n_ids] the characters begun in ids[k]'s bytes */
+    uint16_t *id_chars; /* [n_ids, padded to 64] the characters begun in ids[k]'s bytes */
     int n_ids;         /* tokens in the trie */
     int *below_first;  /* [n_nodes + 1] see TrieNode */
     Summary *summaries;
@@ -1313,7 +1308,7 @@ GrammarVocab *grammar_vocab_new(const Tokenizer *t, int vocab_size, const int *e
     v->start[vocab_size] = total;
     v->bytes = xmalloc(total + 1);
     v->ids = xmalloc((size_t)vocab_size * sizeof *v->ids);
-    v->id_chars = xmalloc((size_t)vocab_size * sizeof *v->id_chars);
+    v->id_chars = xcalloc(((size_t)vocab_size + 63) / 64 * 64, sizeof *v->id_chars);
     int n_ids = 0;
     for (int id = 0; id < vocab_size; id++) {
         size_t len = v->start[id + 1] - v->start[id];
@@ -1582,19 +1577,24 @@ static void mark_range(Marks *m, int lo, int hi) {
     while (lo < hi) m->bits[lo >> 6] |= 1ull << (lo & 63), lo++;
 }
 
-/* Marks the tokens k of [lo, hi) with chars[k] <= limit, a word at a time. */
+/* Marks the tokens k of [lo, hi) with chars[k] <= limit (chars is padded
+ * to whole words): 64 comparisons at a time, packed 8 bytes to 8 bits. */
 static void mark_up_to(Marks *m, const uint16_t *chars, int lo, int hi, int limit) {
     if (lo >= hi) return;
     touch(m, lo, hi);
-    for (int k = lo; k < hi;) {
-        int stop = ((k >> 6) + 1) << 6 < hi ? ((k >> 6) + 1) << 6 : hi;
+    for (int w = lo >> 6; w << 6 < hi; w++) {
+        unsigned char in[64];
+        for (int j = 0; j < 64; j++) in[j] = chars[(w << 6) + j] <= limit;
         uint64_t bits = 0;
-        for (; k < stop; k++) {
-            bool in = chars[k] <= limit;
-            bits |= (uint64_t)in << (k & 63);
-            m->ones += in;
+        for (int j = 0; j < 8; j++) {
+            uint64_t x;
+            memcpy(&x, in + 8 * j, 8);
+            bits |= (x * 0x0102040810204080ull) >> 56 << (8 * j);
         }
-        m->bits[(k - 1) >> 6] |= bits;
+        if (w == lo >> 6) bits &= ~0ull << (lo & 63);
+        if ((w + 1) << 6 > hi) bits &= ~0ull >> (64 - (hi & 63));
+        m->bits[w] |= bits;
+        m->ones += (size_t)__builtin_popcountll(bits);
     }
 }
 
@@ -1653,7 +1653,7 @@ static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask
             continue;
         }
         int k = t->below >= 0 ? takes_subtree(g, &v->summaries[t->below], to) : -1;
-        if (k >= 0 && (k == 0 || k > PARTIAL_MIN_CHARS)) {
+        if (k >= 0) {
             /* All of the subtree, or the tokens with at most k characters
              * below the node (at a boundary, k == 0 is the node's own). */
             if (k >= v->summaries[t->below].max_chars) mark_range(&m, v->below_first[i], v->below_first[t->end]);
