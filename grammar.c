@@ -1014,6 +1014,20 @@ static int compare_int(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Sorts ids[0..n): by insertion when few (most states have a few stacks). */
+static void sort_ints(int *ids, size_t n) {
+    if (n > 32) {
+        qsort(ids, n, sizeof *ids, compare_int);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        int x = ids[i];
+        size_t j = i;
+        for (; j > 0 && ids[j - 1] > x; j--) ids[j] = ids[j - 1];
+        ids[j] = x;
+    }
+}
+
 static size_t hash_ids(const int *ids, size_t n) {
     uint64_t h = n;
     for (size_t i = 0; i < n; i++) h = mix64(h ^ (uint32_t)ids[i]);
@@ -1029,7 +1043,7 @@ static int intern_state(Grammar *g, const int *ids_in, size_t n) {
         return -1;
     }
     int *ids = (int *)ids_in;
-    qsort(ids, n, sizeof *ids, compare_int);
+    sort_ints(ids, n);
     size_t mask = g->state_table_cap - 1;
     size_t h0 = hash_ids(ids, n);
     for (size_t h = h0 & mask;; h = (h + 1) & mask) {
@@ -1562,15 +1576,20 @@ typedef struct {
     int lo, hi;  /* words [lo, hi) may be non-zero */
 } Marks;
 
-static void touch(Marks *m, int lo_bit, int hi_bit) {
+static inline void touch(Marks *m, int lo_bit, int hi_bit) {
     if (lo_bit >> 6 < m->lo) m->lo = lo_bit >> 6;
     if ((hi_bit + 63) >> 6 > m->hi) m->hi = (hi_bit + 63) >> 6;
 }
 
 /* Marks the tokens [lo, hi). */
-static void mark_range(Marks *m, int lo, int hi) {
+static inline void mark_range(Marks *m, int lo, int hi) {
     if (lo >= hi) return;
     touch(m, lo, hi);
+    if (hi - lo == 1) {
+        m->bits[lo >> 6] |= 1ull << (lo & 63);
+        m->ones++;
+        return;
+    }
     m->ones += (size_t)(hi - lo);
     while (lo < hi && (lo & 63)) m->bits[lo >> 6] |= 1ull << (lo & 63), lo++;
     while (lo + 64 <= hi) m->bits[lo >> 6] = ~0ull, lo += 64;
