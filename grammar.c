@@ -1511,15 +1511,6 @@ static const CharSteps *char_steps(Grammar *g, int q) {
 
 enum { TAKE_MAX_STATES = 16 };
 
-/* Whether state q refuses every byte of starts (the first byte of every
- * character they begin). */
-static bool refuses_all(Grammar *g, int q, const ByteSet *starts) {
-    for (int w = 0; w < 4; w++)
-        for (uint64_t x = starts->bits[w]; x; x &= x - 1)
-            if (step(g, q, w * 64 + __builtin_ctzll(x)) >= 0) return false;
-    return true;
-}
-
 /* How much of a summarized subtree state q (the state at its node, or at
  * the parent of a run) allows at once: -1 when it cannot tell; else k, the
  * tokens whose bytes below are at most k characters (k >= max_chars: all of
@@ -1532,7 +1523,7 @@ static bool refuses_all(Grammar *g, int q, const ByteSet *starts) {
  * tokens with more characters are refused, the others allowed). */
 static int takes_subtree(Grammar *g, const Summary *sum, int q) {
     if (sum->role != UTF8_BOUNDARY && (q = finish_char(g, q, sum->role)) < 0) return -1;
-    if (step(g, q, sum->lowest) < 0 || step(g, q, sum->highest) < 0) return refuses_all(g, q, &sum->starts) ? 0 : -1;
+    if (step(g, q, sum->lowest) < 0 || step(g, q, sum->highest) < 0) return -1;
     int level[TAKE_MAX_STATES], n_level = 1, seen[TAKE_MAX_STATES], n_seen = 1;
     level[0] = seen[0] = q;
     for (int k = 0; k < sum->max_chars; k++) {
@@ -1661,7 +1652,7 @@ static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask
             int k = takes_subtree(g, run, stack[t->depth - 1]);
             if (k >= 0) {
                 if (k >= run->max_chars) mark_range(&m, v->below_first[i], v->below_first[run->end]);
-                else if (k > 0 || run->role != UTF8_BOUNDARY) mark_up_to(&m, v->id_chars, v->below_first[i], v->below_first[run->end], t->chars - starts_char(t->byte) + k);
+                else mark_up_to(&m, v->id_chars, v->below_first[i], v->below_first[run->end], t->chars - starts_char(t->byte) + k);
                 i = run->end;
                 continue;
             }
@@ -1673,10 +1664,8 @@ static size_t walk_trie(Grammar *g, const GrammarVocab *v, int s, uint64_t *mask
         }
         int k = t->below >= 0 ? takes_subtree(g, &v->summaries[t->below], to) : -1;
         if (k >= 0) {
-            /* All of the subtree, or the tokens with at most k characters
-             * below the node (at a boundary, k == 0 is the node's own). */
+            /* All of the subtree, or the tokens with at most k characters below the node. */
             if (k >= v->summaries[t->below].max_chars) mark_range(&m, v->below_first[i], v->below_first[t->end]);
-            else if (k == 0 && t->role == UTF8_BOUNDARY) mark_range(&m, t->first, t->first + t->n);
             else mark_up_to(&m, v->id_chars, v->below_first[i], v->below_first[t->end], t->chars + k);
             i = t->end;
             continue;
