@@ -663,6 +663,10 @@ typedef struct CharSteps {
     int to[CHAR_GROUPS];          /* the state of each group, most bytes first */
     ByteSet by[CHAR_GROUPS];      /* the first bytes that lead there */
     ByteSet refused, mixed;
+    /* Following the first group: for `stride` characters in a row the
+     * states have that same first group, and then the state is stride_to
+     * (stride 0: not known yet; STRIDE_ALL: for ever) */
+    int stride, stride_to;
 } CharSteps;
 
 typedef struct {
@@ -1458,7 +1462,7 @@ static bool set_meets(const ByteSet *a, const ByteSet *b) {
 }
 
 /* State q's CharSteps, made when new; NULL past the memory bound. */
-static const CharSteps *char_steps(Grammar *g, int q) {
+static CharSteps *char_steps(Grammar *g, int q) {
     if (g->states[q].chars) return g->states[q].chars;
     if (g->chars_bytes + sizeof(CharSteps) > CHARS_CACHE_BYTES) return NULL;
     int to[256];
@@ -1509,7 +1513,29 @@ static const CharSteps *char_steps(Grammar *g, int q) {
     return cs;
 }
 
-enum { TAKE_MAX_STATES = 16 };
+enum { TAKE_MAX_STATES = 16, STRIDE_MAX = 64, STRIDE_ALL = 1 << 30 };
+
+static bool set_equal(const ByteSet *a, const ByteSet *b) { return memcmp(a, b, sizeof *a) == 0; }
+
+/* Fills in cs->stride and stride_to for state q (cs: its CharSteps, with a
+ * group): along the first groups, as far as they hold the same bytes (a
+ * count such as maxLength, one state per character read). */
+static void find_stride(Grammar *g, int q, CharSteps *cs) {
+    int y = cs->to[0], n = 1;
+    if (y == q) n = STRIDE_ALL;
+    while (n < STRIDE_MAX) {
+        const CharSteps *cy = char_steps(g, y);
+        if (!cy || cy->n_groups == 0 || !set_equal(&cy->by[0], &cs->by[0])) break;
+        if (cy->to[0] == y) {
+            n = STRIDE_ALL;
+            break;
+        }
+        y = cy->to[0];
+        n++;
+    }
+    cs->stride = n;
+    cs->stride_to = y;
+}
 
 /* How much of a summarized subtree state q (the state at its node, or at
  * the parent of a run) allows at once: -1 when it cannot tell; else k, the
@@ -1527,6 +1553,18 @@ static int takes_subtree(Grammar *g, const Summary *sum, int q) {
     int level[TAKE_MAX_STATES], n_level = 1, seen[TAKE_MAX_STATES], n_seen = 1;
     level[0] = seen[0] = q;
     for (int k = 0; k < sum->max_chars; k++) {
+        if (n_level == 1) {
+            /* One state whose first group takes every character: jump along its stride. */
+            CharSteps *cs = char_steps(g, level[0]);
+            if (!cs) return -1;
+            if (cs->n_groups > 0 && set_within(&sum->starts, &cs->by[0])) {
+                if (!cs->stride) find_stride(g, level[0], cs);
+                if (cs->stride >= sum->max_chars - k) return sum->max_chars;
+                k += cs->stride - 1;
+                level[0] = cs->stride_to;
+                continue;
+            }
+        }
         int next[TAKE_MAX_STATES], n_next = 0;
         for (int i = 0; i < n_level; i++) {
             const CharSteps *cs = char_steps(g, level[i]);
