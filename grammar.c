@@ -1549,6 +1549,7 @@ static void find_stride(Grammar *g, int q, CharSteps *cs) {
  * tokens with more characters are refused, the others allowed). */
 static int takes_subtree(Grammar *g, const Summary *sum, int q) {
     if (sum->role != UTF8_BOUNDARY && (q = finish_char(g, q, sum->role)) < 0) return -1;
+    if (sum->max_chars == 0) return 0;  /* nothing below but the character's end */
     if (step(g, q, sum->lowest) < 0 || step(g, q, sum->highest) < 0) return -1;
     int level[TAKE_MAX_STATES], n_level = 1, seen[TAKE_MAX_STATES], n_seen = 1;
     level[0] = seen[0] = q;
