@@ -16,7 +16,15 @@
  * past it, and expands rule references and finished alternatives until byte
  * sets are on top again. A reference just before END does not keep a frame
  * to return to, so right recursion (every repetition) does not deepen the
- * stack; left recursion is refused when the grammar is compiled. */
+ * stack; left recursion is refused when the grammar is compiled.
+ *
+ * The mask of a state walks the trie depth first, skipping a node's subtree
+ * when the state refuses its byte. Where a node's subtree (or a run of
+ * sibling subtrees) is summarized (see Summary), takes_subtree() may judge
+ * all of it at once from the state's CharSteps: where every character
+ * beginning with a byte leads, whole. Allowed tokens are marked in trie
+ * order, where a subtree is a run of bits, and scattered to ids at the end
+ * (or, when most are allowed, the refused ones cleared from all). */
 #include "grammar.h"
 
 #include <stdarg.h>

@@ -1,7 +1,9 @@
 /* test_grammar.c - the GBNF engine: texts each grammar must accept and
  * refuse (llama.cpp's example grammars as the corpus, read by hand, and cases
  * written for each construct), the one-line errors for bad grammars, and the
- * token masks against a token-by-token check over the Qwen2.5 vocabulary.
+ * token masks against a token-by-token check over the Qwen2.5 vocabulary
+ * (at prefixes of the json grammar, and at every state along valid texts of
+ * each schema of the cases file).
  * (grammars named: json, json_arr, list, arithmetic, chess, english,
  * japanese, c; MIT-licensed, see tests/data/grammars/LICENSE) */
 #include <stdio.h>
