@@ -302,6 +302,7 @@ static int read_char(Parser *p, uint32_t *cp) {
         return 0;
     }
     p->pos--;
+    if (c <= ' ' || c >= 0x7F) return parse_error(p, "unknown escape: '\\' before byte 0x%02X", c);
     return parse_error(p, "unknown escape '\\%c'", c);
 }
 
@@ -604,6 +605,7 @@ static int parse_sequence(Parser *p, int rule, Seq *seq) {
             p->pos += n;
             rc = seq_push(p, seq, EL_REF, ref);
         } else if (c == '<') rc = parse_error(p, "token references (<...>) are not supported");
+        else if (c <= ' ' || c >= 0x7F) rc = parse_error(p, "unexpected byte 0x%02X", c);
         else rc = parse_error(p, "unexpected '%c'", c);
         if (rc != 0) return -1;
         /* Postfix operators apply to the item just read. */

@@ -128,6 +128,8 @@ static void test_errors(void) {
     refuse("root ::= \"a\" )", "unmatched ')'");
     refuse("root ::= [z-a]", "below its start");
     refuse("root ::= \"\\q\"", "unknown escape");
+    refuse("root ::= \"\\\n\"", "unknown escape: '\\' before byte 0x0A");
+    refuse("root ::= \x01", "unexpected byte 0x01");
     refuse("root ::= \"\\x4\"", "hex digits");
     refuse("root ::= \"\\uD800\"", "not a Unicode scalar value");
     refuse("root ::= \"a\"{3,2}", "below the minimum");
