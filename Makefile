@@ -75,13 +75,13 @@ $(BUILD)/tests/%: tests/%.c tests/test.c tests/test.h $(LIB_OBJ) $(wildcard *.h 
 $(BUILD) $(BUILD)/jinja:
 	mkdir -p $(BUILD)/tests $(BUILD)/jinja
 
-# A folder that ./run info accepts is not downloaded again, so chatting with
+# A folder that ./run info --check accepts is not downloaded again, so chatting with
 # a downloaded model needs no network; otherwise download.sh fetches what is
 # missing (and resumes what was interrupted).
 chat: $(BIN)
 	@if [ -e '$(MODEL)' ]; then dir='$(MODEL)'; else \
 	  dir='models/$(notdir $(MODEL))'; \
-	  ./$(BIN) info "$$dir" >/dev/null 2>&1 || \
+	  ./$(BIN) info --check "$$dir" >/dev/null 2>&1 || \
 	    RUN=./$(BIN) sh scripts/download.sh '$(MODEL)' "$$dir" || exit 1; \
 	fi; \
 	exec ./$(BIN) chat "$$dir" $(ARGS)

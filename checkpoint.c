@@ -17,7 +17,7 @@ static const char *weights_phase(const ModelOptions *o) {
     return o->dtype == DTYPE_AS_F32 ? "converting the weights of" : "laying out the weights of";
 }
 
-Tokenizer *checkpoint_load(Model *m, const char *path, const ModelOptions *options, bool need_tokenizer, bool weights) {
+Tokenizer *checkpoint_load(Model *m, const char *path, const ModelOptions *options, TokenizerUse use, bool weights) {
     Error e;
     Progress *progress = progress_start(path);
     progress_phase(progress, weights_phase(options));
@@ -33,7 +33,7 @@ Tokenizer *checkpoint_load(Model *m, const char *path, const ModelOptions *optio
     char *tok_path = model_path(path, "tokenizer.json");
     Tokenizer *t = NULL;
     int rc = generation_config_load(&unused, path, &m->config, -1, &e);
-    if (rc == 0 && (need_tokenizer || access(tok_path, F_OK) == 0)) {
+    if (rc == 0 && (use == TOKENIZER_NEEDED || (use == TOKENIZER_IF_PRESENT && access(tok_path, F_OK) == 0))) {
         t = tokenizer_load(tok_path, &e);
         rc = t ? 0 : -1;
         /* The tokenizer must not make ids that the model has no embedding for. */

@@ -13,11 +13,15 @@
 #include "net.h"
 #include "tokenizer.h"
 
+/* What a command wants of tokenizer.json: nothing (info: parsing it takes
+ * longer than all the rest), the tokenizer when the file is there (the
+ * commands that also run token ids: fwd, bench), or the tokenizer. */
+typedef enum { TOKENIZER_UNREAD, TOKENIZER_IF_PRESENT, TOKENIZER_NEEDED } TokenizerUse;
+
 /* Loads checkpoint PATH: the model (its weights, or with `weights` false
- * only its headers, as info reads it) and its tokenizer. The tokenizer is
- * optional for the commands that only run token ids (info, fwd, bench):
- * without tokenizer.json they get NULL unless `need_tokenizer`. */
-Tokenizer *checkpoint_load(Model *m, const char *path, const ModelOptions *opt, bool need_tokenizer, bool weights);
+ * only its headers, as info reads it) and, as `use` says, its tokenizer,
+ * checked against the model (NULL when not read). */
+Tokenizer *checkpoint_load(Model *m, const char *path, const ModelOptions *opt, TokenizerUse use, bool weights);
 
 /* The tokenizer of checkpoint PATH alone (tok and detok read nothing else). */
 Tokenizer *checkpoint_tokenizer(const char *path);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -182,21 +183,36 @@ static void print_prepared(Model *m, bool no_prepared, size_t bytes) {
            why.msg, bytes / 1e6);
 }
 
+/* The tokenizer.json info did not read: its size, or that there is none. */
+static void print_tokenizer_file(const char *path) {
+    char *tok_path = model_path(path, "tokenizer.json");
+    struct stat st;
+    if (stat(tok_path, &st) == 0) printf("tokenizer: tokenizer.json, %.1f MB (not read; --check reads it)\n", st.st_size / 1e6);
+    else printf("tokenizer: none (no tokenizer.json)\n");
+    free(tok_path);
+}
+
 static int cmd_info(Args *a) {
     ModelOptions opt = {0};
+    bool check = false;
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
             printf("usage: run info MODEL [flags]\n\n"
                    "Prints the model's configuration, every tensor (name, dtype, shape, bytes),\n"
-                   "the parameter count and the memory a run needs.\n\nflags:\n%s",
+                   "the parameter count and the memory a run needs. Reads the headers only:\n"
+                   "no weight, and not tokenizer.json unless --check.\n\nflags:\n"
+                   "  --check              also load tokenizer.json and check it against the model,\n"
+                   "                       as every command that runs text does\n%s",
                    model_flags_help);
             return 0;
         }
-        if (!model_flag(a, &opt)) other_argument(a);
+        if (is_flag(a, "--check")) check = true;
+        else if (!model_flag(a, &opt)) other_argument(a);
     }
     const char *path = command_model(a, 0, "");
     Model m;
-    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, false, false);  /* no weight is read */
+    Tokenizer *tokenizer =
+        checkpoint_load(&m, path, &opt, check ? TOKENIZER_NEEDED : TOKENIZER_UNREAD, false);  /* no weight is read */
     const Config *c = &m.config;
     printf("model: %s\n", path);
     printf("architecture: %s, %d layers, hidden %d, MLP %d, %d query heads, %d key/value heads, head_dim %d\n",
@@ -219,8 +235,8 @@ static int cmd_info(Args *a) {
     printf(", eos ids:");
     for (int i = 0; i < c->n_eos; i++) printf(" %d", c->eos_ids[i]);
     printf("%s\n", c->n_eos ? "" : " none");
-    if (tokenizer) printf("tokenizer: %d ids\n", tokenizer_vocab_size(tokenizer));
-    else printf("tokenizer: none (no tokenizer.json)\n");
+    if (tokenizer) printf("tokenizer: %d ids, checked against the model\n", tokenizer_vocab_size(tokenizer));
+    else print_tokenizer_file(path);
 
     printf("\ntensors (%zu in %d file%s):\n", m.st.n_tensors, m.st.n_files, m.st.n_files == 1 ? "" : "s");
     size_t params = 0, bytes = 0;
@@ -272,7 +288,7 @@ static int cmd_prepare(Args *a) {
     if (opt.cache_type_k != KV_F32 || opt.cache_type_v != KV_F32)
         usage_error(a, "--cache-type-k/-v: prepare makes no KV cache");
     Model m;
-    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, false, true);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, TOKENIZER_IF_PRESENT, true);
     if (!m.prepared.path) die("no prepared file was written (%s)", m.prepared_note.msg);
     printf("%s: %s, %.1f MB (%s)\n", m.prepared.path, m.prepared.made_now ? "written" : "up to date", m.prepared.size / 1e6,
            weight_type_name(m.dtype));
@@ -360,7 +376,7 @@ static int cmd_fwd(Args *a) {
     }
     Model m;
     double t0 = now_seconds();
-    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, false, true);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, TOKENIZER_IF_PRESENT, true);
     double load_seconds = now_seconds() - t0;
     checkpoint_check_tokens(&m, ids, (size_t)n);
     char advice[160];
@@ -449,7 +465,7 @@ static int cmd_bench(Args *a) {
     int most = b.n_prompt > b.n_gen ? b.n_prompt : b.n_gen;
     if (!opt.context) opt.context = b.depth + most;
     Model m;
-    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, false, true);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, TOKENIZER_IF_PRESENT, true);
     char advice[160];
     if ((long)b.depth + most > m.max_context)
         die("depth %d + %d tokens do not fit the context of %d positions: %s", b.depth, most, m.max_context,
@@ -970,7 +986,7 @@ static int cmd_ppl(Args *a) {
         if (read_file(file, &text, &len, &e) != 0) die("%s", e.msg);
     }
     Model m;
-    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, true, true);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, TOKENIZER_NEEDED, true);
     TokenIds ids = {0};
     warn_invalid_utf8(tokenizer_encode(tokenizer, text, len, ENCODE_PROMPT, &ids));
     free(text);
@@ -1036,7 +1052,7 @@ static int cmd_embed(Args *a) {
     Pooling pooling;
     if (pooling_load(&pooling, path, &e) != 0) die("%s", e.msg);
     Model m;
-    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, true, true);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, TOKENIZER_NEEDED, true);
     GenerationConfig settings;
     if (generation_config_load(&settings, path, &m.config, -1, &e) != 0) die("%s", e.msg);
     /* Each input's tokens, checked against the vocabulary and the context. */
@@ -1242,7 +1258,7 @@ static int cmd_serve(Args *a) {
     const char *path = command_model(a, 0, "");
     check_generation_flags(a, &flags);
     Model m;
-    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, true, true);
+    Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, TOKENIZER_NEEDED, true);
     so.defaults = generation_settings(path, &m.config, &flags, -1);
     so.seed_given = flags.seed >= 0;
     if (so.api_key && so.api_key[0] == '\0') die("--api-key: the key is empty");
@@ -1293,8 +1309,9 @@ static const Command commands[] = {
 static void usage(FILE *out) {
     fputs("usage: run COMMAND [ARGS...]\n"
           "\n"
-          "Runs Qwen2, Qwen3 and Llama language models from a Hugging Face checkpoint\n"
-          "folder (config.json, model.safetensors, tokenizer.json).\n"
+          "Runs Qwen2, Qwen3, Qwen3-MoE, Llama, Mistral and Gemma 3 language models\n"
+          "from a Hugging Face checkpoint folder (config.json, *.safetensors,\n"
+          "tokenizer.json).\n"
           "\n"
           "commands:\n",
           out);

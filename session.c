@@ -18,7 +18,7 @@
 void session_load(Session *s, const char *path, const ModelOptions *opt) {
     *s = (Session){.path = path, .thinking_on = "", .thinking_off = ""};
     double t0 = now_seconds();
-    s->tokenizer = checkpoint_load(&s->model, path, opt, true, true);
+    s->tokenizer = checkpoint_load(&s->model, path, opt, TOKENIZER_NEEDED, true);
     s->load_seconds = now_seconds() - t0;
 }
 

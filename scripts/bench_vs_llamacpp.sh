@@ -10,14 +10,18 @@
 #      into $MODEL/gguf/: BF16 with ../shared/tools/make_gguf.py, then Q8_0
 #      and Q4_0 with llama-quantize;
 #   3. measures the memory read bandwidth and the fp32 FMA peak (membw);
-#   4. ROUNDS times over: `./run bench` and `llama-bench` alternately for
+#   4. start-up: `run info`'s wall time; per format, `run prepare` (once),
+#      then the wall time and peak memory of `run gen -n 1` (the second
+#      start: the prepared weights mapped) beside `llama-completion -n 1`;
+#      and the memory two `run serve` processes on one model hold (PSS);
+#   5. ROUNDS times over: `./run bench` and `llama-bench` alternately for
 #      each pair of formats (run bf16 exact and bf16 arithmetic vs llama.cpp
-#      BF16, q8 vs Q8_0, q4 vs Q4_0): pp128, pp512 and tg64, then pp512 and
-#      tg32 at depth 4096 (bf16, q8);
-#   5. decodes q8 beside a CPU-bound process (yes >/dev/null) with the
+#      BF16, q8 vs Q8_0, q4 vs Q4_0): PROMPTS (pp128, pp512) and tg64, then
+#      pp512 and tg32 at depth 4096 (bf16, q8);
+#   6. decodes q8 beside a CPU-bound process (yes >/dev/null) with the
 #      default thread count and with -t 1, and reads the default thread
 #      count under taskset -c 0;
-#   6. prints, per test, both speeds (median of the rounds, and their range),
+#   7. prints, per test, both speeds (median of the rounds, and their range),
 #      the ratio and its goal; decode against the bandwidth bound (weight
 #      bytes read per token / bandwidth); bf16 prefill against the FMA peak.
 #
@@ -31,6 +35,13 @@
 #   THREADS    threads for both (default: the CPUs this process may use)
 #   REPEATS    repeats inside each run (default 3); ROUNDS (default 2)
 #   DEPTH      0 skips the tests at depth (default 4096)
+#   FORMATS    the formats compared (default "bf16 q8 q4"); PROMPTS the prompt
+#              lengths (default "128 512"); START=0 skips the start-up figures,
+#              CONTENTION=0 the decode beside a busy process
+# An 8B checkpoint (gen_model.py --preset llama3.1-8b --shards 4) fits this
+# way on a 24 GiB machine without its 16 GB BF16 GGUF:
+#   FORMATS="q8 q4" PROMPTS=128 DEPTH=0 CONTENTION=0 ROUNDS=1 sh scripts/bench_vs_llamacpp.sh MODEL
+# (with Q8_0.gguf and Q4_0.gguf already in MODEL/gguf).
 # Other processes disturb the figures: the script prints the load average at
 # the start and the end; run it on a quiet machine.
 set -eu
@@ -41,9 +52,12 @@ threads=${THREADS:-$(nproc)}
 repeats=${REPEATS:-3}
 rounds=${ROUNDS:-2}
 depth=${DEPTH:-4096}
+formats=${FORMATS:-bf16 q8 q4}
+prompts=${PROMPTS:-128 512}
+start=${START:-1}
 shared=../shared/tools
 
-for tool in llama-bench llama-quantize; do
+for tool in llama-bench llama-quantize llama-completion; do
     [ -x "$bin/$tool" ] || { echo "bench_vs_llamacpp: $bin/$tool is missing: build llama.cpp first (see the top of this script)" >&2; exit 1; }
 done
 make -s run build/tests/make_checkpoint
@@ -61,11 +75,16 @@ if [ ! -f "$model/tokenizer.json" ]; then
 fi
 gguf=$model/gguf
 mkdir -p "$gguf"
-if [ ! -f "$gguf/bf16.gguf" ]; then
+# gguf_of FORMAT: llama.cpp's file of the same weights
+gguf_of() { case $1 in bf16) echo "$gguf/bf16.gguf" ;; q8) echo "$gguf/Q8_0.gguf" ;; q4) echo "$gguf/Q4_0.gguf" ;; esac; }
+missing=
+for f in $formats; do [ -f "$(gguf_of "$f")" ] || missing=yes; done
+if [ -n "$missing" ] && [ ! -f "$gguf/bf16.gguf" ]; then
     echo "converting $model to $gguf/bf16.gguf ..." >&2
     PYTHONPATH=$llama/gguf-py /usr/bin/python3 "$shared/make_gguf.py" "$model" "$gguf/bf16.gguf" --type bf16 >&2
 fi
-for q in Q8_0 Q4_0; do
+for f in $formats; do
+    q=$(basename "$(gguf_of "$f")" .gguf)
     [ -f "$gguf/$q.gguf" ] || "$bin/llama-quantize" "$gguf/bf16.gguf" "$gguf/$q.gguf" "$q" >/dev/null 2>&1
 done
 
@@ -99,49 +118,106 @@ llama_bench() {
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 bandwidth=$(build/membw "$threads")
 peak=$(build/membw --flops "$threads")
+# timed NAME COMMAND...: records NAME-wall (seconds) and NAME-rss (MB, the
+# peak resident memory) of one run of COMMAND, its output discarded.
+timed() {
+    name=$1
+    shift
+    /usr/bin/python3 -c '
+import resource, subprocess, sys, time
+t = time.perf_counter()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+wall = time.perf_counter() - t
+print("%.3f %.1f" % (wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024))' "$@" |
+        { read -r wall rss; record "$name-wall" "$wall"; record "$name-rss" "$rss"; }
+}
+
+# pss_of_two FORMAT: MB of memory (PSS, summed) two `run serve` processes on
+# one model hold once each has generated a token: weights mapped from one
+# file count once.
+pss_of_two() {
+    logs="$results.a $results.b"
+    pids=
+    for log in $logs; do
+        ./run serve "$model" --dtype "$1" --port 0 -c 256 >/dev/null 2>"$log" &
+        pids="$pids $!"
+    done
+    for log in $logs; do  # up, then one token generated (every weight read)
+        for i in $(seq 600); do grep -q 'listening on' "$log" 2>/dev/null && break; sleep 0.1; done
+        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$log")
+        /usr/bin/python3 -c '
+import sys, urllib.request
+urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:%s/v1/completions" % sys.argv[1],
+    data=b"{\"prompt\": \"Hi\", \"max_tokens\": 1}", headers={"Content-Type": "application/json"}), timeout=600).read()' "$port"
+    done
+    total=0
+    for pid in $pids; do
+        kb=$(awk '/^Pss:/ { print $2 }' "/proc/$pid/smaps_rollup" 2>/dev/null || echo 0)
+        total=$((total + ${kb:-0}))
+    done
+    kill $pids 2>/dev/null
+    wait $pids 2>/dev/null || true
+    rm -f $logs
+    record "pss2-$1" "$(awk -v k="$total" 'BEGIN { printf "%.1f", k / 1024 }')"
+}
+
+if [ "$start" -ne 0 ]; then
+    echo "start-up ..." >&2
+    for i in $(seq "$repeats"); do timed info ./run info "$model"; done
+    for f in $formats; do
+        ./run prepare "$model" --dtype "$f" >/dev/null 2>&1
+        ./run gen "$model" -p Hi -n 1 --temp 0 --dtype "$f" >/dev/null 2>&1  # the page cache warm
+        for i in $(seq "$repeats"); do
+            timed "start-run-$f" ./run gen "$model" -p Hi -n 1 --temp 0 --dtype "$f"
+            timed "start-llama-$f" "$bin/llama-completion" -m "$(gguf_of "$f")" -p Hi -n 1 --temp 0 -no-cnv
+        done
+        pss_of_two "$f"
+    done
+fi
 for round in $(seq "$rounds"); do
     echo "round $round of $rounds ..." >&2
-    run_bench run-bf16 "" --dtype bf16 -p 128 -n 64
-    llama_bench llama-bf16 "" "$gguf/bf16.gguf" -p 128,512 -n 64
-    run_bench run-bf16 "" --dtype bf16 -p 512 -n 64
-    run_bench run-bf16math "" --dtype bf16 --math bf16 -p 128 -n 64
-    run_bench run-bf16math "" --dtype bf16 --math bf16 -p 512 -n 64
-    run_bench run-q8 "" --dtype q8 -p 128 -n 64
-    llama_bench llama-q8 "" "$gguf/Q8_0.gguf" -p 128,512 -n 64
-    run_bench run-q8 "" --dtype q8 -p 512 -n 64
-    run_bench run-q4 "" --dtype q4 -p 128 -n 64
-    llama_bench llama-q4 "" "$gguf/Q4_0.gguf" -p 128,512 -n 64
-    run_bench run-q4 "" --dtype q4 -p 512 -n 64
+    pp=$(echo "$prompts" | tr ' ' ',')
+    for f in $formats; do
+        for p in $prompts; do run_bench "run-$f" "" --dtype "$f" -p "$p" -n 64; done
+        llama_bench "llama-$f" "" "$(gguf_of "$f")" -p "$pp" -n 64
+        if [ "$f" = bf16 ]; then
+            for p in $prompts; do run_bench run-bf16math "" --dtype bf16 --math bf16 -p "$p" -n 64; done
+        fi
+    done
     if [ "$depth" -gt 0 ]; then
-        for f in bf16 q8; do
-            g=$([ $f = bf16 ] && echo bf16 || echo Q8_0)
+        for f in $formats; do
+            [ "$f" = q4 ] && continue
             run_bench "run-$f" "@d$depth" --dtype $f --depth "$depth" -p 512 -n 32 -c $((depth + 512))
-            llama_bench "llama-$f" "@d$depth" "$gguf/$g.gguf" -d "$depth" -p 512 -n 32
+            llama_bench "llama-$f" "@d$depth" "$(gguf_of "$f")" -d "$depth" -p 512 -n 32
         done
     fi
 done
 # Contention: one CPU-bound process beside decoding with the default thread
 # count, then with -t 1; and the default thread count pinned to one CPU.
-yes >/dev/null &
-hog=$!
-for round in $(seq "$rounds"); do
-    ./run bench "$model" -r "$repeats" --dtype q8 -p 16 -n 64 2>/dev/null | tail -n 1 | sed -n 's/^tg64: \([0-9.]*\).*/\1/p' |
-        while read -r speed; do record contended-default "$speed"; done
-    ./run bench "$model" -r "$repeats" --dtype q8 -p 16 -n 64 -t 1 2>/dev/null | tail -n 1 | sed -n 's/^tg64: \([0-9.]*\).*/\1/p' |
-        while read -r speed; do record contended-t1 "$speed"; done
-done
-kill "$hog"
-hog=
+if [ "${CONTENTION:-1}" -ne 0 ]; then
+    yes >/dev/null &
+    hog=$!
+    for round in $(seq "$rounds"); do
+        ./run bench "$model" -r "$repeats" --dtype q8 -p 16 -n 64 2>/dev/null | tail -n 1 | sed -n 's/^tg64: \([0-9.]*\).*/\1/p' |
+            while read -r speed; do record contended-default "$speed"; done
+        ./run bench "$model" -r "$repeats" --dtype q8 -p 16 -n 64 -t 1 2>/dev/null | tail -n 1 | sed -n 's/^tg64: \([0-9.]*\).*/\1/p' |
+            while read -r speed; do record contended-t1 "$speed"; done
+    done
+    kill "$hog"
+    hog=
+fi
+
 pinned=$(taskset -c 0 ./run bench "$model" -r 1 --dtype q8 -p 1 -n 1 2>/dev/null | sed -n 's/.*, \([0-9]*\) threads\{0,1\},.*/\1/p')
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# stat NAME: "median min max" of the recorded speeds, or "- - -"
+# stat NAME [FORMAT]: "median min max" of the recorded values (printf
+# FORMAT, default %.1f), or "- - -"
 stat() {
-    awk -v name="$1" '$1 == name { v[n++] = $2 }
+    awk -v name="$1" -v fmt="${2:-%.1f}" '$1 == name { v[n++] = $2 }
         END { if (n == 0) { print "- - -"; exit }
               for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
               m = n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
-              printf "%.1f %.1f %.1f\n", m, v[0], v[n - 1] }' "$results"
+              printf fmt " " fmt " " fmt "\n", m, v[0], v[n - 1] }' "$results"
 }
 
 # weight_mb DTYPE: megabytes of weights a decoded token reads (a mixture of
@@ -177,16 +253,38 @@ row() {
     ratio=$(awk -v a="$5" -v b="$8" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }')
     printf '%-22s %8s [%6s-%6s] %8s [%6s-%6s] %7s %7s\n' "$1" "$5" "$6" "$7" "$8" "$9" "${10}" "$ratio" "$4"
 }
-for t in pp128 pp512 tg64; do
-    row "bf16 $t" "run-bf16-$t" "llama-bf16-$t" "$([ $t = tg64 ] && echo '>=1.0' || echo '')"
-    row "bf16 math=bf16 $t" "run-bf16math-$t" "llama-bf16-$t" "$([ $t = tg64 ] && echo '' || echo '>=1.0')"
-    row "q8 $t" "run-q8-$t" "llama-q8-$t" "$([ $t = tg64 ] && echo '>=1.15' || echo '>=1.5')"
-    row "q4 $t" "run-q4-$t" "llama-q4-$t" "$([ $t = tg64 ] && echo '>=1.15' || echo '>=1.2')"
+# goal FORMAT TEST: the ratio the goals ask of run over llama.cpp
+goal() {
+    case $1-$2 in
+        bf16-tg*) echo '>=1.0' ;; bf16math-pp*) echo '>=1.3' ;; bf16-pp*) echo '>=1.0' ;; bf16math-*) echo '' ;;
+        q8-tg*|q4-tg*) echo '>=1.15' ;; q8-pp*) echo '>=1.5' ;; q4-pp*) echo '>=1.2' ;;
+    esac
+}
+for t in $(for p in $prompts; do echo "pp$p"; done) tg64; do
+    for f in $formats; do
+        row "$f $t" "run-$f-$t" "llama-$f-$t" "$(goal "$f" "$t")"
+        [ "$f" = bf16 ] && row "bf16 math=bf16 $t" "run-bf16math-$t" "llama-bf16-$t" "$(goal bf16math "$t")"
+    done
 done
 if [ "$depth" -gt 0 ]; then
-    for f in bf16 q8; do
+    for f in $formats; do
+        [ "$f" = q4 ] && continue
         for t in pp512 tg32; do row "$f $t @ depth $depth" "run-$f-$t@d$depth" "llama-$f-$t@d$depth" '>=1.2'; done
     done
+fi
+
+if [ "$start" -ne 0 ]; then
+    echo
+    echo "start-up (seconds of wall time, median of $repeats [min-max]; peak resident MB):"
+    set -- $(stat info-wall %.3f) $(stat info-rss)
+    echo "  run info: $1 s [$2-$3], $4 MB (goal <= 0.05 s, reads no weights)"
+    printf '  %-6s %26s %26s %26s\n' format "run gen -n 1 (prepared)" "llama-completion -n 1" "two run serve: PSS"
+    for f in $formats; do
+        set -- $(stat "start-run-$f-wall" %.2f) $(stat "start-run-$f-rss") $(stat "start-llama-$f-wall" %.2f) \
+            $(stat "start-llama-$f-rss")
+        printf '  %-6s %26s %26s %23s MB\n' "$f" "$1 s, $4 MB" "$7 s, ${10} MB" "$(stat "pss2-$f" | cut -d' ' -f1)"
+    done
+    echo "  (goals: the first token <= 1 s from a second start; two processes hold the weights once)"
 fi
 
 echo
@@ -202,19 +300,15 @@ bound_row() {  # bound_row LABEL MB NAME
     set -- "$1" "$2" "$(awk -v bw="$bandwidth" -v mb="$2" 'BEGIN { printf "%.1f", bw * 1000 / mb }')" $(stat "$3")
     printf '%-10s %12s %12s %10s %9s\n' "$1" "$2" "$3" "$4" "$(awk -v a="$4" -v b="$3" 'BEGIN { if (a == "-") print "-"; else printf "%.2f", a / b }')"
 }
-bound_row "run bf16" "$(weight_mb bf16)" run-bf16-tg64
-bound_row "run q8" "$(weight_mb q8)" run-q8-tg64
-bound_row "run q4" "$(weight_mb q4)" run-q4-tg64
+for f in $formats; do bound_row "run $f" "$(weight_mb "$f")" "run-$f-tg64"; done
 # (A mixture of experts' GGUF holds every expert: its size is not what a token reads.)
 if ! ./run info "$model" | grep -q '^experts:'; then
-    bound_row "llama BF16" "$(file_mb "$gguf/bf16.gguf")" llama-bf16-tg64
-    bound_row "llama Q8_0" "$(file_mb "$gguf/Q8_0.gguf")" llama-q8-tg64
-    bound_row "llama Q4_0" "$(file_mb "$gguf/Q4_0.gguf")" llama-q4-tg64
+    for f in $formats; do bound_row "llama $f" "$(file_mb "$(gguf_of "$f")")" "llama-$f-tg64"; done
 fi
 
 echo
 echo "prefill against the fp32 FMA peak ($peak GFLOP/s; $(awk -v f="$flops_per_token" 'BEGIN { printf "%.2f", f / 1e9 }') GFLOP per token in the matrices)"
-for name in run-bf16-pp128 run-bf16-pp512 run-bf16math-pp128 run-q8-pp128 run-q4-pp128; do
+for name in run-bf16-pp128 run-bf16-pp512 run-bf16math-pp128 run-bf16math-pp512 run-q8-pp128 run-q4-pp128; do
     set -- $(stat "$name")
     awk -v n="$name" -v s="$1" -v f="$flops_per_token" -v p="$peak" \
         'BEGIN { if (s == "-") exit; printf "  %-20s %8.1f tok/s = %6.1f GFLOP/s = %.2f of the peak%s\n", n, s, s * f / 1e9, s * f / 1e9 / p, n == "run-bf16-pp128" ? " (goal for bf16 exact: >= 0.9)" : "" }'

@@ -404,7 +404,7 @@ if [ ! -x "$run" ]; then
     say "downloaded, but not checked: $run is not built yet (make)"
     exit 0
 fi
-if ! msg=$("$run" info "$dir" 2>&1 >/dev/null); then
-    die "$run info rejects $dir: ${msg#run: }"
+if ! msg=$("$run" info --check "$dir" 2>&1 >/dev/null); then
+    die "$run info --check rejects $dir: ${msg#run: }"
 fi
-say "$dir is complete, and $run info accepts it"
+say "$dir is complete, and $run info --check accepts it"

@@ -63,6 +63,19 @@ check "info: the experts" grep -q "^experts: 8 per sparse layer (2 of 3 layers),
 check "info: active parameters" grep -q "^parameters per token: 276480 active of 387072 in the matrices" "$tmp/out"
 check "info: bytes read per token" grep -q "^read per decoded token: 555008 bytes of weights" "$tmp/out"
 check "info: every format" test "$(grep -cE '^  (bf16|f32|q8|q4) +[0-9.]+ MB +[0-9.]+ MB$' "$tmp/out")" -eq 4
+# info reads no tokenizer.json (parsing one takes longer than the rest);
+# --check loads it and checks it against the model, as download.sh wants.
+check "info: exit 0 (the model with a tokenizer)" status 0 $RUN info "$model"
+check "info: the tokenizer file, not read" grep -q "^tokenizer: tokenizer.json, 0.0 MB (not read; --check reads it)$" "$tmp/out"
+check "info --check: exit 0" status 0 $RUN info "$model" --check
+check "info --check: the tokenizer's ids (the corpus tokenizer's 272)" grep -q "^tokenizer: 272 ids, checked against the model$" "$tmp/out"
+broken=$tmp/broken-tokenizer
+mkdir "$broken"
+ln -s "$model/config.json" "$model/model.safetensors" "$broken/"
+printf '{"model": ' >"$broken/tokenizer.json"
+check "info on a broken tokenizer.json: exit 0 (not read)" status 0 $RUN info "$broken"
+check "info --check on a broken tokenizer.json: exit 1" status 1 $RUN info --check "$broken"
+check "info --check on a broken tokenizer.json: one line naming it" one_error "tokenizer.json"
 check "info on a missing folder: exit 1" status 1 $RUN info "$tmp/nothing"
 check "info on a missing folder: one line" one_error "nothing: no such file or folder"
 

@@ -141,7 +141,7 @@ check "-h prints the usage on stdout" sh -c 'sh scripts/download.sh -h | grep -q
 check "full download" ok test/tiny "$out/tiny"
 check "full download: files identical" same "$out/tiny" tiny $all_files
 check "full download: no .part left" no_part "$out/tiny"
-check "full download: says it checked with run info" grep -q "info accepts it" "$tmp/err"
+check "full download: says it checked with run info --check" grep -q "info --check accepts it" "$tmp/err"
 mark
 check "complete folder: succeeds again" ok test/tiny "$out/tiny"
 check "complete folder: nothing fetched again" test "$(gets_since_mark)" = 0
@@ -278,9 +278,9 @@ check "hub-like: the token went to the hub" grep -q "^HEAD /test/gated/resolve/m
 no_token_to_cdn() { ! grep -q "^[A-Z]* /cdn/.* auth$" "$log"; }
 check "hub-like: the token never went to the CDN" no_token_to_cdn
 
-# ---- the check with ./run info ----
+# ---- the check with ./run info --check ----
 
 check "broken header: status 1, with run's message" refused 1 \
-    "info rejects .*/broken: .*/broken/model.safetensors: header" test/broken "$out/broken"
+    "info --check rejects .*/broken: .*/broken/model.safetensors: header" test/broken "$out/broken"
 
 summary test_download

@@ -55,7 +55,12 @@ works gen "$base" hi -n 2
 # ---- every malformed checkpoint, with each command that reads one ----
 
 while IFS='|' read -r name text; do
-    expect 1 "$text" info "$corpus/$name"
+    expect 1 "$text" info "$corpus/$name" --check
+    # Plain info reads no tokenizer.json: the cases that break only it pass.
+    case $name in
+        tokenizer-* | merge-* | vocab-* | added-*) works info "$corpus/$name" ;;
+        *) expect 1 "$text" info "$corpus/$name" ;;
+    esac
     expect 1 "$text" fwd "$corpus/$name" --tokens 1,2,3
     expect 1 "$text" gen "$corpus/$name" hi -n 2
 done <"$corpus/cases.txt"
@@ -74,7 +79,7 @@ for f in config.json tokenizer.json; do
     ln -s "$PWD/$base/config.json" "$PWD/$base/model.safetensors" "$PWD/$base/tokenizer.json" "$big/"
     rm "$big/$f"
     truncate -s 200M "$big/$f"
-    expect 1 "$f: 209715200 bytes, too large for a JSON file run reads (at most 128 MiB)" info "$big"
+    expect 1 "$f: 209715200 bytes, too large for a JSON file run reads (at most 128 MiB)" info "$big" --check
     expect 1 "$f: 209715200 bytes, too large for a JSON file run reads (at most 128 MiB)" gen "$big" hi -n 2
     rm -r "$big"
 done
