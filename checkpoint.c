@@ -37,9 +37,8 @@ Tokenizer *checkpoint_load(Model *m, const char *path, const ModelOptions *optio
         t = tokenizer_load(tok_path, &e);
         rc = t ? 0 : -1;
         /* The tokenizer must not make ids that the model has no embedding for. */
-        if (t && tokenizer_vocab_size(t) > m->config.vocab_size)
-            rc = fail(&e, "%s: token ids go up to %d, past the model's vocab_size of %d", tok_path,
-                      tokenizer_vocab_size(t) - 1, m->config.vocab_size);
+        Error why;
+        if (t && tokenizer_fit(t, m->config.vocab_size, &why) != 0) rc = fail(&e, "%s: %s", tok_path, why.msg);
     }
     progress_end(progress);
     free(tok_path);

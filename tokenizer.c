@@ -98,7 +98,8 @@ typedef struct {
 } AddedToken;
 
 struct Tokenizer {
-    int vocab_size;             /* largest id + 1 */
+    int vocab_size;             /* largest id + 1 (after tokenizer_fit: the model's vocabulary) */
+    int bpe_vocab_size;         /* largest id of the BPE model's own vocabulary + 1 */
     char *bytes;                /* every token's bytes, back to back */
     uint32_t *start;            /* [vocab_size + 1]: token id is bytes[start[id] .. start[id + 1]),
                                    empty when no token has that id */
@@ -191,6 +192,26 @@ static const Merge *merge_find(const Tokenizer *t, int left, int right) {
 }
 
 int tokenizer_vocab_size(const Tokenizer *t) { return t->vocab_size; }
+
+int tokenizer_fit(Tokenizer *t, int vocab, Error *e) {
+    if (t->vocab_size <= vocab) return 0;
+    if (t->bpe_vocab_size > vocab)
+        return fail(e, "the vocabulary's token ids go up to %d, past the model's vocab_size of %d", t->bpe_vocab_size - 1,
+                    vocab);
+    for (size_t i = 0; i < t->special.n; i++)
+        if (t->special.ids[i] >= vocab)
+            return fail(e, "the post-processor's token id %d is past the model's vocab_size of %d", t->special.ids[i],
+                        vocab);
+    if (t->unk_id >= vocab) return fail(e, "the unk token's id %d is past the model's vocab_size of %d", t->unk_id, vocab);
+    /* The added tokens past it are no longer found in texts (the order by
+     * content is kept); their ids are out of every range. */
+    int kept = 0;
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].id < vocab) t->added[kept++] = t->added[i];
+    t->n_added = kept;
+    t->vocab_size = vocab;
+    return 0;
+}
 
 /* The order of the added tokens: by content, byte by byte, a content
  * before the longer ones it begins. */
@@ -413,12 +434,13 @@ static int lay_out_tokens(Tokenizer *t, const JsonValue *vocab, const JsonValue 
         if (m->key_len == 0) return fail(e, "vocab has an empty token");
         if (m->value.number.integer > max_id) max_id = m->value.number.integer;
     }
+    if (max_id < 0 && added->len == 0) return fail(e, "the vocabulary is empty");
+    t->bpe_vocab_size = (int)max_id + 1;
     for (size_t i = 0; i < added->len; i++) {
         if (check_added(&added->items[i], i, e) != 0) return -1;
         int64_t id = json_get(&added->items[i], "id")->number.integer;
         if (id > max_id) max_id = id;
     }
-    if (max_id < 0) return fail(e, "the vocabulary is empty");
     t->vocab_size = (int)max_id + 1;
 
     /* Each token's length (a character of the byte-level alphabet is one

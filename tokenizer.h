@@ -53,6 +53,15 @@ void tokenizer_free(Tokenizer *t);
  * in that range may still have no token (a gap in the numbering). */
 int tokenizer_vocab_size(const Tokenizer *t);
 
+/* Fits t to a model with `vocab` embeddings, so that no text encodes to an
+ * id the model cannot run: the added tokens past it are no longer matched
+ * in texts (Gemma 3's <image_soft_token>, id 262144, with the 1B and 270M
+ * checkpoints' vocab_size of 262144: transformers would give the id and
+ * fail in the embedding) and tokenizer_vocab_size becomes vocab. Fails when
+ * more than added tokens lie past it: the BPE vocabulary, the unk token or
+ * the post-processor's ids. */
+int tokenizer_fit(Tokenizer *t, int vocab, Error *e);
+
 /* The id of the token whose text is exactly content[0..len) (an added token
  * such as "<|im_end|>", or a vocabulary token's bytes), or -1. */
 int tokenizer_find(const Tokenizer *t, const char *content, size_t len);

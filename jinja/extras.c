@@ -211,16 +211,8 @@ Value loop_cycle(Render *r, const Loop *l, const Args *a) {
 
 /* {% filter f(args) | g %}body{% endfilter %}: the body's output through the filters. */
 Flow exec_filter_block(Render *r, const Node *n, Scope *s) {
-    size_t start = capture_begin(r);
-    enter_depth(r);
-    Flow f = exec_body(r, n->list, new_frame(r, s, n));
-    r->depth--;
-    if (f != FLOW_NORMAL) {
-        r->out.n = start;
-        return f;
-    }
-    r->c.line = n->line;
-    Value v = apply_filter_chain(r, n->b, capture_end(r, start), s);
-    output(r, to_str(r, v).s);
-    return FLOW_NORMAL;
+    Value v;
+    Flow f = exec_filtered_body(r, n, s, &v);
+    if (f == FLOW_NORMAL) output(r, to_str(r, v).s);
+    return f;
 }

@@ -772,7 +772,10 @@ bool apply_test_id(Render *r, int id, Str name, Value v, const Args *a);
 size_t capture_begin(Render *r);
 Value capture_end(Render *r, size_t start);
 void output(Render *r, Str s);
-Value apply_filter_chain(Render *r, const Node *f, Value v, Scope *s);
+/* Runs the block n's body (n->list) into a capture and passes the text
+ * through its filters (n->b) into *out; when break or continue left the
+ * body, returns that flow with nothing captured. */
+Flow exec_filtered_body(Render *r, const Node *n, Scope *s, Value *out);
 const char *macro_name(const Macro *m);
 Value call_value(Render *r, Value callee, const Args *a);
 Value eval(Render *r, const Node *n, Scope *s);

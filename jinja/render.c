@@ -410,12 +410,38 @@ void output(Render *r, Str s) {
 }
 
 /* Applies a filter chain whose innermost filter has no operand to v. */
-Value apply_filter_chain(Render *r, const Node *f, Value v, Scope *s) {
+/* f's filters, innermost first, applied to v. */
+static Value apply_filter_chain(Render *r, const Node *f, Value v, Scope *s) {
     if (!f) return v;
     Value inner = apply_filter_chain(r, f->a, v, s);
     Args a;
     eval_args(r, f, s, &a);
     return apply_filter_id(r, f->op, f->value.s, inner, &a);
+}
+
+Flow exec_filtered_body(Render *r, const Node *n, Scope *s, Value *out) {
+    size_t start = capture_begin(r);
+    enter_depth(r);
+    Flow f = exec_body(r, n->list, new_frame(r, s, n));
+    r->depth--;
+    if (f != FLOW_NORMAL) {
+        r->out.n = start;
+        return f;
+    }
+    r->c.line = n->line;
+    *out = apply_filter_chain(r, n->b, capture_end(r, start), s);
+    return FLOW_NORMAL;
+}
+
+/* {% set %}'s target: a name (assign) or a namespace's attribute. */
+static void set_target(Render *r, const Node *target, Value v, Scope *s) {
+    if (target->type != N_NSREF) {
+        assign(r, target, v, s);
+        return;
+    }
+    Value ns = lookup(r, s, target->name);
+    if (ns.kind != V_NAMESPACE) raise_error(&r->c, "cannot assign attribute on non-namespace object");
+    dict_set(&r->c, ns.dict, target->value, v);
 }
 
 static void run_for(Render *r, const Node *n, Scope *s, Value iterable, int depth0) {
@@ -476,32 +502,14 @@ static Flow exec(Render *r, const Node *n, Scope *s) {
     case N_FOR:
         run_for(r, n, s, eval(r, n->b, s), 0);
         break;
-    case N_SET: {
-        Value v = eval(r, n->b, s);
-        if (n->a->type == N_NSREF) {
-            Value ns = lookup(r, s, n->a->name);
-            if (ns.kind != V_NAMESPACE) raise_error(&r->c, "cannot assign attribute on non-namespace object");
-            dict_set(&r->c, ns.dict, n->a->value, v);
-        } else assign(r, n->a, v, s);
+    case N_SET:
+        set_target(r, n->a, eval(r, n->b, s), s);
         break;
-    }
     case N_SETBLOCK: {
-        size_t start = capture_begin(r);
-        enter_depth(r);
-        Flow f = exec_body(r, n->list, new_frame(r, s, n));
-        r->depth--;
-        if (f != FLOW_NORMAL) {
-            /* break or continue leaves the loop at once: nothing is set */
-            r->out.n = start;
-            return f;
-        }
-        r->c.line = n->line;
-        Value v = apply_filter_chain(r, n->b, capture_end(r, start), s);
-        if (n->a->type == N_NSREF) {
-            Value ns = lookup(r, s, n->a->name);
-            if (ns.kind != V_NAMESPACE) raise_error(&r->c, "cannot assign attribute on non-namespace object");
-            dict_set(&r->c, ns.dict, n->a->value, v);
-        } else assign(r, n->a, v, s);
+        Value v;
+        Flow f = exec_filtered_body(r, n, s, &v);
+        if (f != FLOW_NORMAL) return f;  /* break or continue left the loop: nothing is set */
+        set_target(r, n->a, v, s);
         break;
     }
     case N_MACRO: {

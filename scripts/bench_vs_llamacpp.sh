@@ -12,7 +12,9 @@
 #   3. measures the memory read bandwidth and the fp32 FMA peak (membw);
 #   4. start-up: `run info`'s wall time; per format, `run prepare` (once),
 #      then the wall time and peak memory of `run gen -n 1` (the second
-#      start: the prepared weights mapped) beside `llama-completion -n 1`;
+#      start: the prepared weights mapped) beside `llama-completion -n 1`,
+#      both with a context of 4096 (llama.cpp's default is the model's whole
+#      context: 128k positions of KV cache for Llama 3.1);
 #      and the memory two `run serve` processes on one model hold (PSS);
 #   5. ROUNDS times over: `./run bench` and `llama-bench` alternately for
 #      each pair of formats (run bf16 exact and bf16 arithmetic vs llama.cpp
@@ -168,8 +170,8 @@ if [ "$start" -ne 0 ]; then
         ./run prepare "$model" --dtype "$f" >/dev/null 2>&1
         ./run gen "$model" -p Hi -n 1 --temp 0 --dtype "$f" >/dev/null 2>&1  # the page cache warm
         for i in $(seq "$repeats"); do
-            timed "start-run-$f" ./run gen "$model" -p Hi -n 1 --temp 0 --dtype "$f"
-            timed "start-llama-$f" "$bin/llama-completion" -m "$(gguf_of "$f")" -p Hi -n 1 --temp 0 -no-cnv
+            timed "start-run-$f" ./run gen "$model" -p Hi -n 1 --temp 0 --dtype "$f" -c 4096
+            timed "start-llama-$f" "$bin/llama-completion" -m "$(gguf_of "$f")" -p Hi -n 1 --temp 0 -no-cnv -c 4096
         done
         pss_of_two "$f"
     done

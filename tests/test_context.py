@@ -25,23 +25,16 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
 run, model, golden_path = sys.argv[1:4]
 golden = json.load(open(golden_path))
 seed = int(os.environ.get("CONTEXT_SEED", random.SystemRandom().randrange(1 << 30)))
 rng = random.Random(seed)
 print(f"test_context: contexts drawn with CONTEXT_SEED={seed}")
 LIMITS = lambda c: [-1, 0, 1, 5, c]
-n_passed = n_failed = 0
-
-
-def check(ok, what):
-    global n_passed, n_failed
-    if ok:
-        n_passed += 1
-    else:
-        n_failed += 1
-        print(f"FAIL {what} (CONTEXT_SEED={seed} repeats this run)")
-    return ok
+check = harness.Checks("test_context", f"(CONTEXT_SEED={seed} repeats this run)")
 
 
 def invoke(args, stdin=b""):
@@ -267,5 +260,4 @@ test_chat()
 test_ppl()
 test_bench()
 test_fwd()
-print(f"test_context: {n_passed} passed, {n_failed} failed")
-sys.exit(1 if n_failed else 0)
+check.finish()

@@ -8,7 +8,6 @@ errors: a usage error or one clear message for the command, a JSON error
 with status 400 for the endpoint; and an embeddings request under way when
 SIGTERM comes finishes (or gets a 503 when the drain runs out of time). Started by tests/test_embed.sh; prints
 "tests/test_embed.sh: N passed, N failed" last. python3 standard library only."""
-import atexit
 import base64
 import http.client
 import json
@@ -22,19 +21,13 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
 RUN, MODEL, GOLDEN, TMP = sys.argv[1:5]
 golden = json.load(open(GOLDEN, encoding="utf-8"))
 inputs, texts = golden["inputs"], golden["texts"]
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL", what, flush=True)
+check = harness.Checks("tests/test_embed.sh")
 
 
 def error_of(vector, want):
@@ -125,45 +118,21 @@ check(r.returncode == 1 and "pooling_mode_max_tokens is not supported" in r.stde
 
 
 # ---- POST /v1/embeddings ----
-class Server:
-    """A `run serve` process on a free port, its stderr in a file."""
+class Server(harness.Server):
+    """A `run serve` (see harness.Server) with the embeddings call."""
 
     def __init__(self, name, model, *flags):
-        self.log = os.path.join(TMP, name + ".log")
-        self.proc = subprocess.Popen([RUN, "serve", model, "--port", "0", *flags], stdout=subprocess.DEVNULL,
-                                     stderr=open(self.log, "w"))
-        atexit.register(self.proc.kill)  # no server outlives a test that fails halfway
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.text())
-            if m:
-                self.port = int(m.group(1))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise SystemExit("the server did not start: " + self.text())
-
-    def text(self):
-        with open(self.log, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def request(self, method, path, body=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
-        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-        c.request(method, path, body=data, headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        out = (r.status, r.read())
-        c.close()
-        return out
+        super().__init__(RUN, TMP, name, model, *flags)
 
     def embed(self, body):
-        status, data = self.request("POST", "/v1/embeddings", body)
+        """(status, the JSON document)."""
+        status, _, data = self.request("POST", "/v1/embeddings", body, timeout=600)
         return status, json.loads(data)
 
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=600)
+    def post_bytes(self, body):
+        """(status, the body's bytes) of POST /v1/embeddings."""
+        status, _, data = self.request("POST", "/v1/embeddings", body, timeout=600)
+        return status, data
 
 
 server = Server("last", MODEL, "-c", "256", "--parallel", "2")
@@ -204,16 +173,16 @@ for what, payload in [("no input", {}), ("a number as input", {"input": 5}), ("a
                       ("an input longer than the context", {"input": [[1] * 300]}),
                       ("an empty text", {"input": ["a", ""]}), ("2049 inputs", {"input": ["a"] * 2049}),
                       ("a list as body", [1]), ("malformed JSON", b"{\"input\":")]:
-    status, data = server.request("POST", "/v1/embeddings", payload)
+    status, data = server.post_bytes(payload)
     try:
         e = json.loads(data)["error"]
     except (ValueError, KeyError, TypeError):
         e = {}
     check(status == 400 and {"message", "type", "code"} <= set(e) and e["code"] == 400,
           f"{what}: 400 with a JSON error (got {status} {data[:200]!r})")
-status, _ = server.request("GET", "/v1/embeddings")
+status, _, _ = server.request("GET", "/v1/embeddings")
 check(status == 405, "GET /v1/embeddings: 405")
-status, data = server.request("GET", "/metrics")
+status, _, data = server.request("GET", "/metrics")
 counts = {s: int(n) for s, n in re.findall(r'^run_requests_total\{endpoint="/v1/embeddings",status="(\d+)"\} (\d+)$',
                                               data.decode(), re.M)}
 check(counts == {"200": 6, "400": 17, "405": 1}, f"/metrics counts the embeddings requests by status ({counts})")
@@ -256,11 +225,11 @@ log = server.text()
 # /metrics shows them running (a fixed sleep let a fast machine finish first).
 server = Server("short", MODEL, "-c", "256", "--parallel", "2", "--max-body", "8000000", "--drain-timeout", "0.2")
 many = [[(i * 7919 + k * 13) % 150000 for k in range(250)] for i in range(2000)]
-thread = threading.Thread(target=call, args=(server.request, "POST", "/v1/embeddings", {"input": many}))
+thread = threading.Thread(target=call, args=(server.post_bytes, {"input": many}))
 thread.start()
 deadline = time.time() + 60
 while time.time() < deadline and thread.is_alive():
-    _, data = server.request("GET", "/metrics")
+    _, _, data = server.request("GET", "/metrics")
     if re.search(r"^run_slots_busy [1-9]", data.decode(), re.M):
         break
     time.sleep(0.01)
@@ -273,5 +242,4 @@ check(status == 503 and b"shutting down" in data and code == 0,
 log += server.text()
 check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer report")
 
-print(f"tests/test_embed.sh: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+check.finish()

@@ -11,59 +11,27 @@ hand from the model's own log-probabilities. Random-weight models at
 temperature 1 are the hardest case for a grammar: every reply that stops
 must be valid. Prints "tests/test_serve_tools.sh: N passed, N failed" last.
 python3 standard library only."""
-import atexit
 import http.client
 import json
 import os
 import re
-import subprocess
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import schema_check  # noqa: E402
 
 RUN, TMP = sys.argv[1:3]
-passed = failed = 0
+check = harness.Checks("tests/test_serve_tools.sh")
 
 
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL", what, flush=True)
-
-
-class Server:
-    """A `run serve` process on a free port, its stderr in a file."""
+class Server(harness.Server):
+    """A `run serve` (see harness.Server) with a chat call, whose stop checks
+    the log for sanitizer reports."""
 
     def __init__(self, name, model, *flags):
-        self.log = os.path.join(TMP, name + ".log")
-        self.proc = subprocess.Popen([RUN, "serve", model, "--port", "0", *flags], stdout=subprocess.DEVNULL,
-                                     stderr=open(self.log, "w"))
-        atexit.register(self.proc.kill)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(self.log).read())
-            if m:
-                self.port = int(m.group(1))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise SystemExit("the server did not start: " + open(self.log).read())
-
-    def post(self, path, body, timeout=300):
-        """(status, parsed JSON or the raw bytes of a stream)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        c.request("POST", path, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, json.loads(data) if data.startswith(b"{") else data
+        super().__init__(RUN, TMP, name, model, *flags)
 
     def chat(self, **body):
         status, reply = self.post("/v1/chat/completions", body)
@@ -72,10 +40,9 @@ class Server:
         return reply if status == 200 else None
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        log = open(self.log).read()
-        check(not re.search("Sanitizer|runtime error", log), f"{self.log}: no sanitizer report")
+        code = super().stop()
+        check(self.sanitizer_clean(), f"{self.log}: no sanitizer report")
+        return code
 
 
 def stream_chunks(data):
@@ -474,5 +441,4 @@ llama.stop()
 plain = Server("plain", os.path.join(TMP, "plain"), "-c", "512")
 test_no_tools_template(plain)
 plain.stop()
-print(f"tests/test_serve_tools.sh: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+check.finish()

@@ -6,7 +6,6 @@ scripts/make_golden.py with the numpy reference), sampling against `run gen`
 with the same seed, and every limit and error status against raw sockets.
 Prints "tests/test_server.sh: N passed, N failed" last. python3 standard
 library only."""
-import atexit
 import http.client
 import json
 import os
@@ -18,18 +17,12 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
 RUN, MODEL, GOLDEN, TMP = sys.argv[1:5]
 golden = json.load(open(GOLDEN, encoding="utf-8"))
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL", what, flush=True)
+check = harness.Checks("tests/test_server.sh")
 
 
 def read_until(s, end, got=b""):
@@ -46,52 +39,11 @@ def read_until(s, end, got=b""):
     return got
 
 
-class Server:
-    """A `run serve` process on a free port, its stderr in a file."""
+class Server(harness.Server):
+    """A `run serve` of MODEL (see harness.Server), and raw sockets to it."""
 
     def __init__(self, name, *flags):
-        self.log = os.path.join(TMP, name + ".log")
-        self.proc = subprocess.Popen([RUN, "serve", MODEL, "--port", "0", *flags],
-                                     stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
-        atexit.register(self.proc.kill)  # no server outlives a test that fails halfway
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.text())
-            if m:
-                self.port = int(m.group(1))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise SystemExit("the server did not start: " + self.text())
-
-    def text(self):
-        with open(self.log, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def wait_log(self, pattern, seconds=5):
-        """The first match of regex pattern in the log, waiting for it to be written."""
-        deadline = time.time() + seconds
-        while True:
-            m = re.search(pattern, self.text())
-            if m or time.time() > deadline:
-                return m
-            time.sleep(0.02)
-
-    def request(self, method, path, body=None, headers=None, timeout=60):
-        """(status, headers, body bytes) of one request on a fresh connection."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-        h = {"Content-Type": "application/json", **(headers or {})}
-        c.request(method, path, body=data, headers=h)
-        r = c.getresponse()
-        out = (r.status, dict(r.getheaders()), r.read())
-        c.close()
-        return out
-
-    def post(self, path, body, headers=None):
-        status, h, data = self.request("POST", path, body, headers)
-        return status, json.loads(data) if data.startswith(b"{") else data
+        super().__init__(RUN, TMP, name, MODEL, *flags)
 
     def raw(self, data, wait=5.0, then_close=True):
         """Sends bytes on a raw socket; returns everything read until the
@@ -104,14 +56,6 @@ class Server:
         if then_close:
             s.close()
         return got
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return None
 
 
 def status_of(raw):
@@ -515,25 +459,34 @@ check(samples.get("run_prompt_tokens_total") == sum(u["prompt_tokens"] for u in 
       and samples.get("run_time_per_output_token_seconds_count") == sum(u["completion_tokens"] - 1 for u in usage)
       and samples.get("run_slots") == 2 and samples.get("run_slots_busy") == 0 and samples.get("run_queue_length") == 0,
       "/metrics: the tokens of the replies, a first token each, the gaps between the others, the slots")
-try:
-    from prometheus_client.parser import text_string_to_metric_families
-except ImportError:
-    print("NOTE: python3-prometheus-client is missing: /metrics not read by Prometheus' own parser")
-    text_string_to_metric_families = None
-if text_string_to_metric_families:
-    families = {f.name: f for f in text_string_to_metric_families(text)}
-    ttft = families.get("run_time_to_first_token_seconds")
-    buckets = [s for s in ttft.samples if s.name.endswith("_bucket")] if ttft else []
-    check(ttft is not None and ttft.type == "histogram" and buckets[-1].labels["le"] == "+Inf"
-          and buckets[-1].value == 3 and all(a.value <= b.value for a, b in zip(buckets, buckets[1:])),
-          "/metrics read by prometheus_client: a histogram, cumulative buckets up to +Inf")
-    req = families.get("run_requests")
-    check(req is not None and req.type == "counter" and
-          any(s.labels == {"endpoint": "/v1/completions", "status": "200"} and s.value == 3 for s in req.samples),
-          "/metrics read by prometheus_client: the requests counter by endpoint and status")
-    check({"run_prompt_tokens", "run_cached_prompt_tokens", "run_generated_tokens", "run_slots_busy",
-           "run_queue_length", "run_time_per_output_token_seconds"} <= set(families),
-          f"/metrics read by prometheus_client: every family ({sorted(families)})")
+# Prometheus' own parser (python3-prometheus-client), in this python or in
+# Debian's when this one is another (a pyenv python3 on the PATH).
+PARSE = """
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+print(json.dumps([{"name": f.name, "type": f.type, "samples": [[s.name, s.labels, s.value] for s in f.samples]}
+                  for f in text_string_to_metric_families(sys.stdin.read())]))
+"""
+families = None
+for python in (sys.executable, "/usr/bin/python3"):
+    parsed = subprocess.run([python, "-c", PARSE], input=text, capture_output=True, text=True) if os.path.exists(python) else None
+    if parsed and parsed.returncode == 0:
+        families = {f["name"]: f for f in json.loads(parsed.stdout)}
+        break
+check(families is not None, "/metrics read by prometheus_client (python3-prometheus-client: scripts/setup.sh --tests)")
+families = families or {}
+ttft = families.get("run_time_to_first_token_seconds")
+buckets = [smp for smp in ttft["samples"] if smp[0].endswith("_bucket")] if ttft else []
+check(ttft is not None and ttft["type"] == "histogram" and buckets[-1][1]["le"] == "+Inf"
+      and buckets[-1][2] == 3 and all(a[2] <= b[2] for a, b in zip(buckets, buckets[1:])),
+      "/metrics read by prometheus_client: a histogram, cumulative buckets up to +Inf")
+req = families.get("run_requests")
+check(req is not None and req["type"] == "counter" and
+      any(smp[1] == {"endpoint": "/v1/completions", "status": "200"} and smp[2] == 3 for smp in req["samples"]),
+      "/metrics read by prometheus_client: the requests counter by endpoint and status")
+check({"run_prompt_tokens", "run_cached_prompt_tokens", "run_generated_tokens", "run_slots_busy",
+       "run_queue_length", "run_time_per_output_token_seconds"} <= set(families),
+      f"/metrics read by prometheus_client: every family ({sorted(families)})")
 
 # CORS: an allowed origin gets it back, a foreign one nothing; the preflight.
 _, h, _ = server.request("GET", "/v1/models", headers={"Origin": "https://good.example"})
@@ -644,5 +597,5 @@ for flag in (["-v"], ["--report", os.path.join(TMP, "r.html")]):
     r = subprocess.run([RUN, "serve", MODEL, *flag], capture_output=True, text=True, timeout=30)
     check(r.returncode == 2 and "not available with serve" in r.stderr, f"serve {flag[0]}: refused ({r.stderr.strip()})")
 
-print(f"tests/test_server.sh: {passed} passed, {failed} failed")
+check.finish()
 sys.exit(1 if failed else 0)

@@ -1069,6 +1069,33 @@ static void test_byte_fallback(void) {
     tokenizer_free(t);
 }
 
+/* Gemma 3's tokenizer has <image_soft_token> at id 262144, one past the
+ * vocab_size of the 1B and 270M checkpoints: fitted to them, its text is
+ * read as plain text; fitting below the BPE vocabulary's 262144 tokens is
+ * refused. (Ids as tokenizer.json gives them: 262144 for the token.) */
+static void test_fit(Tokenizer *gemma3) {
+    if (!gemma3) return;
+    const char *text = "a<image_soft_token>b";
+    TokenIds before = {0}, plain = {0}, after = {0};
+    tokenizer_encode(gemma3, text, strlen(text), ENCODE_ADDED_TOKENS, &before);
+    tokenizer_encode(gemma3, text, strlen(text), ENCODE_PLAIN, &plain);
+    CHECK(before.n == 3 && before.ids[1] == 262144, "gemma3: the added token's id before fitting");
+    Error e;
+    CHECK(tokenizer_fit(gemma3, 262143, &e) != 0 && strstr(e.msg, "vocabulary's token ids go up to 262143"),
+          "gemma3: fitting to 262143 ids refused (the BPE vocabulary has 262144)");
+    CHECK(tokenizer_fit(gemma3, 262208, &e) == 0 && tokenizer_vocab_size(gemma3) == 262145,
+          "gemma3: a larger model (the 4B's 262208) leaves it as it is");
+    CHECK(tokenizer_fit(gemma3, 262144, &e) == 0 && tokenizer_vocab_size(gemma3) == 262144, "gemma3: fitted to 262144");
+    tokenizer_encode(gemma3, text, strlen(text), ENCODE_ADDED_TOKENS, &after);
+    CHECK(after.n == plain.n && memcmp(after.ids, plain.ids, plain.n * sizeof *plain.ids) == 0 && plain.n > 3,
+          "gemma3 fitted: the token past the model reads as plain text (%zu ids)", after.n);
+    CHECK(tokenizer_find(gemma3, "<image_soft_token>", 18) < 0 && tokenizer_find(gemma3, "<start_of_turn>", 15) == 105,
+          "gemma3 fitted: the dropped token is not found, the others are");
+    token_ids_free(&before);
+    token_ids_free(&plain);
+    token_ids_free(&after);
+}
+
 int main(void) {
     Tokenizer *qwen25 = load("qwen2.5-tokenizer.json"), *qwen3 = load("qwen3-tokenizer.json"),
               *llama = load("llama-style-tokenizer.json"), *gpt2 = load("gpt2-style-tokenizer.json");
@@ -1087,6 +1114,7 @@ int main(void) {
     test_decode(qwen25);
     test_long_and_random(qwen25);
     test_hostile();
+    test_fit(gemma3);
     tokenizer_free(qwen25);
     tokenizer_free(qwen3);
     tokenizer_free(llama);
