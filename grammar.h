@@ -18,7 +18,21 @@
  * each state's transitions and token mask; so one Grammar serves one thread
  * at a time (a server gives each request its own, which compiles in
  * microseconds). The GrammarVocab, the token bytes in a trie, is built once
- * per tokenizer and read-only, shared by all. */
+ * per tokenizer and read-only, shared by all.
+ *
+ * A state's first mask is a walk of the trie, made cheap where most tokens
+ * are allowed (inside a JSON string): the vocabulary keeps, for big subtrees
+ * and for runs of small siblings whose bytes are well-formed UTF-8, which
+ * bytes begin their characters and how many characters their longest path
+ * holds; the grammar keeps, per state, where each whole character leads
+ * (grouped by the state it reaches). A subtree is then judged from the
+ * states its characters can lead to, level by level, without visiting it:
+ * all of its tokens are allowed when no character is refused before the
+ * levels run out or close on themselves, only those of at most k characters
+ * when one state at level k refuses them all (a maxLength), and otherwise
+ * the walk goes in. The masks are exactly those of a per-token check
+ * (tests/test_grammar.c compares them with grammar_advance over every
+ * token). */
 #ifndef GRAMMAR_H
 #define GRAMMAR_H
 

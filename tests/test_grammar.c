@@ -1,7 +1,9 @@
 /* test_grammar.c - the GBNF engine: texts each grammar must accept and
  * refuse (llama.cpp's example grammars as the corpus, read by hand, and cases
  * written for each construct), the one-line errors for bad grammars, and the
- * token masks against a token-by-token check over the Qwen2.5 vocabulary.
+ * token masks against a token-by-token check over the Qwen2.5 vocabulary
+ * (at prefixes of the json grammar, and at every state along valid texts of
+ * each schema of the cases file).
  * (grammars named: json, json_arr, list, arithmetic, chess, english,
  * japanese, c; MIT-licensed, see tests/data/grammars/LICENSE) */
 #include <stdio.h>
@@ -126,6 +128,8 @@ static void test_errors(void) {
     refuse("root ::= \"a\" )", "unmatched ')'");
     refuse("root ::= [z-a]", "below its start");
     refuse("root ::= \"\\q\"", "unknown escape");
+    refuse("root ::= \"\\\n\"", "unknown escape: '\\' before byte 0x0A");
+    refuse("root ::= \x01", "unexpected byte 0x01");
     refuse("root ::= \"\\x4\"", "hex digits");
     refuse("root ::= \"\\uD800\"", "not a Unicode scalar value");
     refuse("root ::= \"a\"{3,2}", "below the minimum");
@@ -309,6 +313,113 @@ static void test_schema_cases(void) {
     free(text);
 }
 
+/* The masks of the walk (the method under test, in grammar g) against the
+ * plain per-token truth (the oracle, in a grammar of its own compiled from
+ * the same text, so that nothing the walk caches is read): at state s (in g)
+ * and o (in the oracle), token id is allowed exactly when grammar_advance
+ * over its bytes from o does not reject (an end token: when o is complete;
+ * special tokens never). Returns how many tokens disagree. */
+static size_t masks_disagree(Grammar *g, GrammarState s, Grammar *oracle, GrammarState o, const GrammarVocab *v,
+                             const Tokenizer *t, int end_id, uint64_t *mask) {
+    size_t n = grammar_fill_mask(g, v, s, mask), count = 0, wrong = 0;
+    for (int id = 0; id < tokenizer_vocab_size(t); id++) {
+        bool allowed;
+        if (id == end_id) allowed = grammar_complete(oracle, o);
+        else {
+            size_t len;
+            const char *b = tokenizer_token(t, id, &len);
+            allowed = b && len > 0 && !tokenizer_is_special(t, id) && grammar_advance(oracle, o, b, len) >= 0;
+        }
+        wrong += (mask[id >> 6] >> (id & 63) & 1) != allowed;
+        count += allowed;
+    }
+    return wrong + (n != count);
+}
+
+/* Replays texts[0..n) token by token (the Qwen2.5 tokenizer's split) and
+ * compares the mask with the oracle's at every state on the way, and at
+ * every byte of the first text (states inside a character). */
+static void check_masks_along(const char *gbnf, const char *what, const char *const *texts, size_t n, const GrammarVocab *v,
+                              Tokenizer *t, int end_id) {
+    Error e;
+    Grammar *g = grammar_new(gbnf, strlen(gbnf), &e), *oracle = grammar_new(gbnf, strlen(gbnf), &e);
+    CHECK(g && oracle, "%s compiles (%s)", what, g && oracle ? "" : e.msg);
+    uint64_t *mask = calloc(grammar_mask_words(v), sizeof *mask);
+    size_t states = 0, bad = 0;
+    for (size_t i = 0; g && oracle && i < n; i++) {
+        TokenIds ids = {0};
+        size_t len = strlen(texts[i]);
+        tokenizer_encode(t, texts[i], len, ENCODE_PLAIN, &ids);
+        GrammarState s = grammar_start(g), o = grammar_start(oracle);
+        for (size_t j = 0; j <= ids.n && s >= 0 && o >= 0; j++) {
+            bad += masks_disagree(g, s, oracle, o, v, t, end_id, mask) != 0;
+            states++;
+            if (j == ids.n) break;
+            size_t blen;
+            const char *b = tokenizer_token(t, ids.ids[j], &blen);
+            s = grammar_accept_token(g, v, s, ids.ids[j]);
+            o = grammar_advance(oracle, o, b, blen);
+        }
+        CHECK(s >= 0 && o >= 0 && grammar_complete(oracle, o), "%s: the text %s is accepted token by token", what, texts[i]);
+        token_ids_free(&ids);
+        if (i > 0) continue;
+        s = grammar_start(g), o = grammar_start(oracle);
+        for (size_t k = 0; k < len && s >= 0; k++) {
+            s = grammar_advance(g, s, texts[i] + k, 1);
+            o = grammar_advance(oracle, o, texts[i] + k, 1);
+            if (s < 0 || o < 0) break;
+            bad += masks_disagree(g, s, oracle, o, v, t, end_id, mask) != 0;
+            states++;
+        }
+    }
+    CHECK(bad == 0 && grammar_error(g) == NULL, "%s: the masks at %zu states are the oracle's (%zu differ)", what, states, bad);
+    free(mask);
+    grammar_free(g);
+    grammar_free(oracle);
+}
+
+/* The masks over the Qwen2.5 vocabulary for the schemas of the cases file,
+ * at the states along two valid texts of each, and for grammars whose
+ * characters lead apart (a Unicode range that ends inside a lead byte's
+ * characters, a count, an ambiguous repetition). */
+static void test_schema_masks(void) {
+    Error e;
+    Tokenizer *t = tokenizer_load("tests/data/qwen2.5-tokenizer.json", &e);
+    CHECK(t != NULL, "qwen2.5 tokenizer loads (%s)", t ? "" : e.msg);
+    if (!t) return;
+    int end = tokenizer_find(t, "<|im_end|>", 10);
+    GrammarVocab *v = grammar_vocab_new(t, tokenizer_vocab_size(t), &end, 1);
+    unsigned long len;
+    char *text = test_data("schema_cases.json", &len);
+    JsonDoc doc;
+    if (json_parse(&doc, text, len, &e) != 0) {
+        CHECK(false, "schema_cases.json parses (%s)", e.msg);
+        free(text);
+        return;
+    }
+    for (size_t i = 0; i < doc.root.len; i++) {
+        const JsonValue *schema = json_get(&doc.root.items[i], "schema"), *cases = json_get(&doc.root.items[i], "cases");
+        char *gbnf = schema_to_gbnf(schema->string, schema->len, &e);
+        CHECK(gbnf != NULL, "schema %s converts", schema->string);
+        if (!gbnf) continue;
+        const char *texts[2];
+        size_t n = 0;
+        for (size_t k = 0; k < cases->len && n < 2; k++) {
+            const JsonValue *c = &cases->items[k];
+            if (json_get(c, "valid")->boolean && json_get(c, "canonical")->boolean) texts[n++] = json_get(c, "text")->string;
+        }
+        check_masks_along(gbnf, schema->string, texts, n, v, t, end);
+        free(gbnf);
+    }
+    json_free(&doc);
+    free(text);
+    check_masks_along("root ::= \"\\\"\" [a-z\\u00e0-\\u00ff\\u4e00-\\u9fa5]{0,7} \"\\\"\"", "a counted class cut inside a lead byte",
+                      LIST("\"ab\xE4\xB8\x80\xC3\xA9\xE9\xBE\xA5\""), 1, v, t, end);
+    check_masks_along("root ::= ([a-z ]* \"ab\" [a-z ]*)+ \"!\"", "an ambiguous repetition", LIST("x ab yab!", "ab!"), 2, v, t, end);
+    grammar_vocab_free(v);
+    tokenizer_free(t);
+}
+
 /* A schema the converter does not support is refused, naming what. */
 static void refuse_schema(const char *schema, const char *want) {
     Error e = {{0}};
@@ -409,6 +520,7 @@ int main(int argc, char **argv) {
     test_corpus();
     test_masks();
     test_schema_cases();
+    test_schema_masks();
     test_schema_refusals();
     test_schema_whitespace();
     test_schema_rules();
