@@ -40,6 +40,13 @@ char *test_data(const char *name, unsigned long *len) {
     return data;
 }
 
+void test_json(JsonDoc *doc, const char *name) {
+    char *path = path_join("tests/data", name);
+    Error e;
+    if (json_parse_file(doc, path, &e) != 0) die("%s", e.msg);
+    free(path);
+}
+
 static char tests_folder[256], scratch[512];
 
 void test_init(const char *argv0) {

@@ -5,6 +5,8 @@
 
 #include <stdbool.h>
 
+#include "../json.h"
+
 /* Records one check; on failure prints "FAIL file:line: <message>". */
 void check_at(bool ok, const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -17,6 +19,9 @@ int test_summary(const char *name);
 
 /* Reads tests/data/<name> (tests run from the repository root); dies on error. */
 char *test_data(const char *name, unsigned long *len);
+
+/* Parses the JSON file tests/data/<name> into doc (json_free it); dies on error. */
+void test_json(JsonDoc *doc, const char *name);
 
 /* Remembers where the test programs are (from argv[0]): the checkpoint
  * writer sits beside them, and scratch folders go there too. */

@@ -186,11 +186,9 @@ static void test_conversation(Tokenizer *t) {
  * by api.c, rendered with its tools) against jinja2's renderings of what
  * transformers would be given (scripts/make_tools_golden.py). */
 static void test_tools_golden(void) {
-    unsigned long len;
-    char *text = test_data("templates/tools_golden.json", &len);
     JsonDoc doc;
+    test_json(&doc, "templates/tools_golden.json");
     Error e;
-    if (json_parse(&doc, text, len, &e) != 0) die("tools_golden.json: %s", e.msg);
     const JsonValue *cases = json_get(&doc.root, "cases");
     const GenerationConfig defaults = {.sampling = {.top_p = 1, .repeat_penalty = 1}, .max_new = -1};
     int outputs = 0;
@@ -235,7 +233,6 @@ static void test_tools_golden(void) {
     }
     CHECK(outputs >= 25, "%d renderings compared", outputs);
     json_free(&doc);
-    free(text);
     remove_file("chat_template.jinja");
     remove_file("tokenizer_config.json");
 }

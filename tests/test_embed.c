@@ -157,15 +157,11 @@ int main(int argc, char **argv) {
     test_init(argv[0]);
     char dir[600];
     snprintf(dir, sizeof dir, "%.500s/model", test_scratch("work-embed"));
-    unsigned long len;
-    char *text = test_data("embed_golden.json", &len);
     JsonDoc doc;
-    Error e;
-    if (json_parse(&doc, text, len, &e) != 0) die("embed_golden.json: %s", e.msg);
+    test_json(&doc, "embed_golden.json");
     test_checkpoint(dir, json_get(&doc.root, "checkpoint")->string);
     test_vectors(&doc.root, dir);
     test_pooling_files(dir);
     json_free(&doc);
-    free(text);
     return test_summary("test_embed");
 }

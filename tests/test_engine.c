@@ -288,16 +288,13 @@ int main(int argc, char **argv) {
     Error e;
     tokenizer = tokenizer_load("tests/data/qwen2.5-tokenizer.json", &e);
     if (!tokenizer) die("%s", e.msg);
-    unsigned long len;
-    char *text = test_data("generation_golden.json", &len);
     JsonDoc doc;
-    if (json_parse(&doc, text, len, &e) != 0) die("generation_golden.json: %s", e.msg);
+    test_json(&doc, "generation_golden.json");
     test_checkpoint(dir, json_get(&doc.root, "checkpoint")->string);
     test_golden(&doc.root, dir);
     test_context_edges(dir);
     test_grammars(dir);
     json_free(&doc);
-    free(text);
     tokenizer_free(tokenizer);
     return test_summary("test_engine");
 }

@@ -310,16 +310,13 @@ int main(int argc, char **argv) {
     Error e;
     tokenizer = tokenizer_load("tests/data/qwen2.5-tokenizer.json", &e);
     if (!tokenizer) die("%s", e.msg);
-    unsigned long len;
-    char *text = test_data("generation_golden.json", &len);
     JsonDoc doc;
-    if (json_parse(&doc, text, len, &e) != 0) die("generation_golden.json: %s", e.msg);
+    test_json(&doc, "generation_golden.json");
     test_families(&doc.root);
     test_qwen2(&doc.root);
     test_lazy_grammar(&doc.root);
     test_generation_config();
     json_free(&doc);
-    free(text);
     tokenizer_free(tokenizer);
     return test_summary("test_generate");
 }

@@ -18,11 +18,8 @@
 #include "test.h"
 
 static void test_topk_golden(void) {
-    unsigned long len;
-    char *text = test_data("topk_golden.json", &len);
     JsonDoc doc;
-    Error e;
-    if (json_parse(&doc, text, len, &e) != 0) die("topk_golden.json: %s", e.msg);
+    test_json(&doc, "topk_golden.json");
     const JsonValue *cases = json_get(&doc.root, "cases");
     int agree = 0, ties = 0;
     for (size_t i = 0; i < cases->len; i++) {
@@ -49,7 +46,6 @@ static void test_topk_golden(void) {
     CHECK(ties > 50, "torch.topk put equal probabilities out of expert order in %d of them", ties);
     printf("top_experts = torch.topk on %d/%zu vectors (%d with ties out of expert order)\n", agree, cases->len, ties);
     json_free(&doc);
-    free(text);
 }
 
 int main(int argc, char **argv) {
