@@ -231,7 +231,13 @@ static void prepare_row(const KernelPath *path, const Prepared *p, int t) {
     if (p->x_tiles) {
         float *tiles = (float *)p->x_tiles + tile_index(n, K, t, 0);
         size_t step = (size_t)tile_width(n, t);
-        if (bf16_math(p->w))
+        if (bf16_math(p->w) && path->bf16_pairs && path->bf16_pairs()) {
+            uint32_t *words = (uint32_t *)p->x_tiles;
+            for (int c = 0; c < (K + 1) / 2; c++) {
+                uint32_t second = 2 * c + 1 < K ? f32_to_bf16(x[2 * c + 1]) : 0;
+                words[tile_index(n, K, t, c)] = (uint32_t)f32_to_bf16(x[2 * c]) | second << 16;
+            }
+        } else if (bf16_math(p->w))
             for (int k = 0; k < K; k++) tiles[(size_t)k * step] = bf16_to_f32(f32_to_bf16(x[k]));
         else
             for (int k = 0; k < K; k++) tiles[(size_t)k * step] = x[k];

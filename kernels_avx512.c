@@ -161,27 +161,24 @@ INLINE void float_tiles(WeightType type, bool second_first, int P, int T, const 
 
 /* ---- bf16 arithmetic with vdpbf16ps: lanes the rows of a group again;
  * each instruction adds one column pair's two products (the pair's 32 bits
- * of the bf16 layout times a token's pair, broadcast). The tokens' values
- * are bf16 already: a pair is the top halves of x[2c] and x[2c+1]. ---- */
+ * of the bf16 layout times a token's pair, broadcast). The tokens' pairs
+ * come prepared as words (bf16_pairs): made on the fly, each word would be
+ * stored and at once loaded again, and a load that waits on a wider store
+ * stalls. ---- */
 
 INLINE void bf16_tile(int P, int T, const char *groups, size_t gbytes, const float *xt, int K, float *out, size_t ldo,
                       int rows_left, const char *prefetch, int lines) {
     __m512 acc[TOKEN_TILE][MAX_P];
     for (int t = 0; t < T; t++)
         for (int p = 0; p < P; p++) acc[t][p] = _mm512_setzero_ps();
+    const int32_t *words = (const int32_t *)xt;
     int pairs = (K + 1) / 2, due = 0;
-    _Alignas(64) int32_t words[16];
     for (int c = 0; c < pairs; c++) {
         prefetch = prefetch_step(prefetch, lines, pairs, &due);
-        const float *x = xt + (size_t)2 * c * T;
-        __m512i first = _mm512_maskz_loadu_epi32(tail_mask(T), x);
-        __m512i second = 2 * c + 1 < K ? _mm512_maskz_loadu_epi32(tail_mask(T), x + T) : _mm512_setzero_si512();
-        _mm512_store_si512(words, _mm512_or_si512(_mm512_srli_epi32(first, 16),
-                                                  _mm512_and_si512(second, _mm512_set1_epi32((int)0xFFFF0000u))));
         __m512bh wv[MAX_P];
         for (int p = 0; p < P; p++) wv[p] = (__m512bh)_mm512_loadu_si512(groups + p * gbytes + (size_t)c * 64);
         for (int t = 0; t < T; t++) {
-            __m512bh xv = (__m512bh)_mm512_set1_epi32(words[t]);
+            __m512bh xv = (__m512bh)_mm512_set1_epi32(words[(size_t)c * T + t]);
             for (int p = 0; p < P; p++) acc[t][p] = _mm512_dpbf16_ps(acc[t][p], wv[p], xv);
         }
     }
@@ -617,6 +614,7 @@ const KernelPath kernels_avx512 = {
     .name = "avx512",
     .matmul_float = matmul_float,
     .matmul_bf16 = matmul_bf16,
+    .bf16_pairs = bf16_dot_instruction,
     .matmul_quant = matmul_quant,
     .quantize_row = avx2_quantize_row,
     .attend = attend_tiles,

@@ -5,6 +5,7 @@
 #define KERNELS_PATH_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -23,7 +24,12 @@ typedef struct {
  * consecutive addresses. For n tokens of K values, tile i starts at token
  * TOKEN_TILE * i, at xp + TOKEN_TILE * i * K, and holds
  * w = tile_width(n, TOKEN_TILE * i) tokens as [k][w]. One token's tile is x
- * itself. For bf16 arithmetic the values are x rounded to bf16. */
+ * itself. For bf16 arithmetic the values are x rounded to bf16, as floats;
+ * or, where a path multiplies with the BF16 dot product (bf16_pairs below),
+ * as that instruction's operand: a tile holds [pair c][w] 32-bit words, the
+ * bf16 of x[2c] in the low half and of x[2c+1] (0 past the last column) in
+ * the high half, token t's word of pair c at the index tile_index(n, K, t, c)
+ * gives in floats. */
 enum { TOKEN_TILE = 12 };
 
 static inline int tile_width(int n, int t) {
@@ -75,6 +81,9 @@ typedef struct {
     /* The same with bf16 weights and bf16 arithmetic (activations in tiles,
      * rounded to bf16). */
     void (*matmul_bf16)(float *out, const float *xp, const Matrix *w, int n, int r0, int r1);
+    /* Whether matmul_bf16 takes its activations as column pairs (see the
+     * tiles above); NULL: as floats. */
+    bool (*bf16_pairs)(void);
     /* The same for q8 and q4 weights and quantized activations. */
     void (*matmul_quant)(float *out, const QuantizedRows *x, const Matrix *w, int n, int r0, int r1);
     /* One token's activations x[cols] rounded per block (cols a multiple of
