@@ -411,47 +411,29 @@ void kv_rows_load(float *out, KVType t, const void *rows, size_t n) { kernels_pl
 void softmax(float *x, int n) { path()->softmax(x, n); }
 
 typedef struct {
-    const KernelPath *path;
+    void (*gated)(float *gate, const float *up, size_t n);  /* a path's swiglu or gelu */
     float *gate;
     const float *up;
     size_t n;
-} SwigluJob;
+} GatedJob;
 
 /* Parts start at multiples of 16, so that each value is computed the same
  * way (in the same lane of a vector) whatever the split. */
-static void swiglu_part(void *arg, int part, int n_parts) {
-    const SwigluJob *job = arg;
+static void gated_part(void *arg, int part, int n_parts) {
+    const GatedJob *job = arg;
     size_t groups = (job->n + 15) / 16, from = groups * part / n_parts * 16, to = groups * (part + 1) / n_parts * 16;
     if (to > job->n) to = job->n;
-    if (from < to) job->path->swiglu(job->gate + from, job->up + from, to - from);
+    if (from < to) job->gated(job->gate + from, job->up + from, to - from);
 }
 
 void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool) {
-    SwigluJob job = {path(), gate, up, n};
-    pool_run(pool, swiglu_part, &job);
-}
-
-typedef struct {
-    float *gate;
-    const float *up;
-    size_t n;
-} GeluJob;
-
-/* GELU's tanh form in double precision, rounded once (as the reference
- * computes it), times up. */
-static void gelu_part(void *arg, int part, int n_parts) {
-    const GeluJob *job = arg;
-    size_t from = job->n * (size_t)part / (size_t)n_parts, to = job->n * (size_t)(part + 1) / (size_t)n_parts;
-    for (size_t i = from; i < to; i++) {
-        double g = job->gate[i];
-        float gelu = (float)(0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))));
-        job->gate[i] = gelu * job->up[i];
-    }
+    GatedJob job = {path()->swiglu, gate, up, n};
+    pool_run(pool, gated_part, &job);
 }
 
 void gelu_tanh_gate(float *gate, const float *up, size_t n, ThreadPool *pool) {
-    GeluJob job = {gate, up, n};
-    pool_run(pool, gelu_part, &job);
+    GatedJob job = {path()->gelu, gate, up, n};
+    pool_run(pool, gated_part, &job);
 }
 
 /* ---- conversions made at load time ---- */

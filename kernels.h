@@ -227,7 +227,8 @@ void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool);
 
 /* Gemma's gated GELU, elementwise over n values: gate = gelu(gate) * up,
  * gelu(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) (transformers'
- * gelu_pytorch_tanh), computed in double precision and rounded to float. */
+ * gelu_pytorch_tanh), in float through e^x (gelu_step in kernels_path.h):
+ * the same bits on every path. */
 void gelu_tanh_gate(float *gate, const float *up, size_t n, ThreadPool *pool);
 
 /* x = softmax(x) over n values: e^(x_i - max) / sum, the sum taken in 16

@@ -347,6 +347,24 @@ void avx2_swiglu(float *gate, const float *up, size_t n) {
     }
 }
 
+/* gelu_step (kernels_path.h) on 8 values, times u. */
+INLINE __m256 gelu8(__m256 g, __m256 u) {
+    __m256 cubic = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
+    __m256 t = _mm256_mul_ps(_mm256_set1_ps(GELU_SQRT_2_OVER_PI), _mm256_fmadd_ps(_mm256_set1_ps(GELU_CUBIC), cubic, g));
+    __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), t));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+void avx2_gelu(float *gate, const float *up, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, gelu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < n) {
+        float g[8];
+        _mm256_storeu_ps(g, gelu8(load_partial(gate + i, (int)(n - i)), load_partial(up + i, (int)(n - i))));
+        memcpy(gate + i, g, (n - i) * sizeof(float));
+    }
+}
+
 /* x[0..n) = e^(x - max), returning their sum in the 16-lane order. */
 static float exp_and_sum(float *x, int n, float max) {
     __m256 lanes[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, m = _mm256_set1_ps(max);
@@ -491,6 +509,7 @@ const KernelPath kernels_avx2 = {
     .attend = avx2_attend,
     .kv_load = avx2_kv_load,
     .swiglu = avx2_swiglu,
+    .gelu = avx2_gelu,
     .softmax = avx2_softmax,
 };
 #endif

@@ -331,8 +331,8 @@ INLINE int32_t x_word(const int8_t *p) {
 }
 
 INLINE void quant_tile(int G, int T, WeightType type, const QuantizedRows *x, const Matrix *w, size_t g0, int t0,
-                       float *out, int row_end) {
-    int K = w->cols, blocks = K / QUANT_BLOCK;
+                       float *out, int row_end, const char *prefetch, int lines) {
+    int K = w->cols, blocks = K / QUANT_BLOCK, due = 0;
     const uint8_t *data = w->data;
     size_t block_bytes = type == WEIGHT_Q8 ? 512 : 256;
     __m512 acc[Q_T][Q_G];
@@ -340,6 +340,7 @@ INLINE void quant_tile(int G, int T, WeightType type, const QuantizedRows *x, co
         for (int g = 0; g < G; g++) acc[t][g] = _mm512_setzero_ps();
     const __m512i flip = _mm512_set1_epi8((char)0x80), nibble = _mm512_set1_epi8(15);
     for (int b = 0; b < blocks; b++) {
+        prefetch = prefetch_step(prefetch, lines, blocks, &due);
         __m512i isum[Q_T][Q_G];
         for (int t = 0; t < T; t++)
             for (int g = 0; g < G; g++) isum[t][g] = _mm512_setzero_si512();
@@ -395,25 +396,33 @@ INLINE void quant_tile(int G, int T, WeightType type, const QuantizedRows *x, co
 
 /* quant_tile with the token count T (1..Q_T) known to the compiler. */
 INLINE void quant_tiles(int G, int T, WeightType type, const QuantizedRows *x, const Matrix *w, size_t g0, int t0,
-                        float *out, int row_end) {
+                        float *out, int row_end, const char *prefetch, int lines) {
     switch (T) {
-    case 6: quant_tile(G, 6, type, x, w, g0, t0, out, row_end); break;
-    case 5: quant_tile(G, 5, type, x, w, g0, t0, out, row_end); break;
-    case 4: quant_tile(G, 4, type, x, w, g0, t0, out, row_end); break;
-    case 3: quant_tile(G, 3, type, x, w, g0, t0, out, row_end); break;
-    case 2: quant_tile(G, 2, type, x, w, g0, t0, out, row_end); break;
-    default: quant_tile(G, 1, type, x, w, g0, t0, out, row_end); break;
+    case 6: quant_tile(G, 6, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
+    case 5: quant_tile(G, 5, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
+    case 4: quant_tile(G, 4, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
+    case 3: quant_tile(G, 3, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
+    case 2: quant_tile(G, 2, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
+    default: quant_tile(G, 1, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
     }
 }
 
+/* The groups of rows [r0, r1) times every tile of tokens: Q_G groups at a
+ * time, the next Q_G groups' weights prefetched, shared out between the
+ * tiles (the hardware's prefetcher alone leaves decoding short of the
+ * memory's bandwidth). */
 INLINE void quant_range(WeightType type, float *out, const QuantizedRows *x, const Matrix *w, int n, int r0, int r1) {
-    size_t g_end = ((size_t)r1 + ROW_GROUP - 1) / ROW_GROUP;
+    size_t g_end = ((size_t)r1 + ROW_GROUP - 1) / ROW_GROUP, blocks = (size_t)w->cols / QUANT_BLOCK;
+    size_t gbytes = blocks * (type == WEIGHT_Q8 ? 512 : 256);
+    int tiles = (n + Q_T - 1) / Q_T;
     for (size_t g = (size_t)r0 / ROW_GROUP; g < g_end;) {
         int G = g + Q_G <= g_end ? Q_G : 1;
-        for (int t = 0; t < n; t += Q_T) {
-            int T = n - t < Q_T ? n - t : Q_T;
-            if (G == Q_G) quant_tiles(Q_G, T, type, x, w, g, t, out, r1);
-            else quant_tiles(1, T, type, x, w, g, t, out, r1);
+        const char *next = (const char *)w->data + (g + (size_t)G) * gbytes;
+        int lines = g + (size_t)G < g_end ? (int)((size_t)G * gbytes / 64) : 0;
+        for (int i = 0, t = 0; t < n; t += Q_T, i++) {
+            int T = n - t < Q_T ? n - t : Q_T, from = lines * i / tiles, pl = lines * (i + 1) / tiles - from;
+            if (G == Q_G) quant_tiles(Q_G, T, type, x, w, g, t, out, r1, next + (size_t)64 * from, pl);
+            else quant_tiles(1, T, type, x, w, g, t, out, r1, next + (size_t)64 * from, pl);
         }
         g += (size_t)G;
     }
@@ -620,6 +629,7 @@ const KernelPath kernels_avx512 = {
     .attend = attend_tiles,
     .kv_load = kv_load,
     .swiglu = avx2_swiglu,
+    .gelu = avx2_gelu,
     .softmax = avx2_softmax,
 };
 #endif

@@ -97,6 +97,8 @@ typedef struct {
     void (*kv_load)(float *out, KVType t, const void *rows, size_t n);
     /* gate[i] = gate[i] / (1 + e^-gate[i]) * up[i] for i < n. */
     void (*swiglu)(float *gate, const float *up, size_t n);
+    /* gate[i] = gelu(gate[i]) * up[i] for i < n, as gelu_step says. */
+    void (*gelu)(float *gate, const float *up, size_t n);
     /* softmax() of kernels.h. */
     void (*softmax)(float *x, int n);
 } KernelPath;
@@ -106,6 +108,7 @@ extern const KernelPath kernels_plain, kernels_avx2, kernels_avx512;
 /* The AVX2 path's kernels that the AVX-512 path uses as they are. */
 void avx2_quantize_row(int8_t *q, float *scale, int32_t *sum, const float *x, int cols);
 void avx2_swiglu(float *gate, const float *up, size_t n);
+void avx2_gelu(float *gate, const float *up, size_t n);
 void avx2_softmax(float *x, int n);
 void avx2_kv_load(float *out, KVType t, const void *rows, size_t n);
 void avx2_attend(float *out, const float *q, size_t ld, int n_q, int pos, const void *keys, const void *values,
@@ -215,6 +218,18 @@ static inline float kernel_exp(float x) {
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
+}
+
+/* GELU's tanh form, g/2 (1 + tanh(u)) with u = sqrt(2/pi) (g + 0.044715 g^3),
+ * written as g / (1 + e^(-2u)) (the same function: 1 + tanh(u) =
+ * 2 / (1 + e^(-2u))) so that it needs only kernel_exp; in float, each path
+ * step for step as here. */
+#define GELU_SQRT_2_OVER_PI 0.7978845608f
+#define GELU_CUBIC 0.044715f
+
+static inline float gelu_step(float g) {
+    float u = GELU_SQRT_2_OVER_PI * fmaf(GELU_CUBIC, g * g * g, g);
+    return g / (1.0f + kernel_exp(-2.0f * u));
 }
 
 /* The halving tree over 16 lanes. */

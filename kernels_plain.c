@@ -144,6 +144,10 @@ static void plain_swiglu(float *gate, const float *up, size_t n) {
     for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + kernel_exp(-gate[i])) * up[i];
 }
 
+static void plain_gelu(float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) gate[i] = gelu_step(gate[i]) * up[i];
+}
+
 static void plain_softmax(float *x, int n) {
     float max = -INFINITY, lane[16] = {0};
     for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
@@ -161,5 +165,6 @@ const KernelPath kernels_plain = {
     .attend = plain_attend,
     .kv_load = plain_kv_load,
     .swiglu = plain_swiglu,
+    .gelu = plain_gelu,
     .softmax = plain_softmax,
 };

@@ -553,29 +553,38 @@ static void test_kv_formats(void) {
     free(rows), free(read), free(q8);
 }
 
-static void test_swiglu(ThreadPool *pools[3]) {
+/* GELU's tanh form in double precision, as transformers' gelu_pytorch_tanh
+ * defines it. */
+static double gelu_tanh(double g) { return 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))); }
+
+/* swiglu and gelu_tanh_gate: within float rounding of the definitions in
+ * double precision, and every path and thread count the plain C bits. */
+static void test_gated(ThreadPool *pools[3], bool gelu) {
     enum { N = 301 };
     float gate[N], up[N], want[N], got[N], plain[N];
     for (int i = 0; i < N; i++) {
-        gate[i] = 20 * uniform(), up[i] = uniform();
-        want[i] = (float)(gate[i] / (1 + exp(-(double)gate[i])) * up[i]);
+        gate[i] = (gelu ? 12 : 20) * uniform(), up[i] = uniform();
+        want[i] = (float)((gelu ? gelu_tanh(gate[i]) : gate[i] / (1 + exp(-(double)gate[i]))) * up[i]);
     }
     gate[0] = -100, want[0] = 0;  /* e^100 overflows nothing */
+    gate[1] = 1e20f, want[1] = 1e20f * up[1];  /* g^3 overflows (GELU) */
+    void (*gated)(float *, const float *, size_t, ThreadPool *) = gelu ? gelu_tanh_gate : swiglu;
+    const char *name = gelu ? "gelu_tanh_gate = gelu(g) * u" : "swiglu = g / (1 + e^-g) * u";
     kernels_use("plain", NULL);
     memcpy(plain, gate, sizeof gate);
-    swiglu(plain, up, N, pools[0]);
+    gated(plain, up, N, pools[0]);
     for (int p = 0; p < KERNEL_PATHS; p++) {
         if (!kernel_path_supported(p)) continue;
         kernels_use(kernel_path_name(p), NULL);
         bool close = true, same_bits = true;
         for (int t = 0; t < 3; t++) {
             memcpy(got, gate, sizeof gate);
-            swiglu(got, up, N, pools[t]);
+            gated(got, up, N, pools[t]);
             for (int i = 0; i < N; i++) close &= fabs(got[i] - want[i]) <= 1e-6 * (1 + fabs(want[i]));
             same_bits &= same(got, plain, N);
         }
-        CHECK(close, "%s swiglu = g / (1 + e^-g) * u", kernels_in_use());
-        CHECK(same_bits, "%s swiglu = the plain C definition, any thread count", kernels_in_use());
+        CHECK(close, "%s %s", kernels_in_use(), name);
+        CHECK(same_bits, "%s %s: the plain C definition, any thread count", kernels_in_use(), name);
     }
 }
 
@@ -699,7 +708,8 @@ int main(int argc, char **argv) {
     test_conversions();
     test_attention();
     test_kv_formats();
-    test_swiglu(pools);
+    test_gated(pools, false);
+    test_gated(pools, true);
     test_softmax();
     for (int i = 0; i < 3; i++) pool_free(pools[i]);
     return test_summary("test_kernels");
