@@ -191,6 +191,12 @@ static int open_prepared(PreparedFile *f, const char *path, uint64_t key, Weight
     madvise(map, size, MADV_RANDOM);
     int rc = prepared_check(f, map, size, path, key, format, e);
     madvise(map, size, MADV_NORMAL);
+    /* Weights read from disk come in 2 MB pages where the kernel can: every
+     * token reads them all, and 4 KB pages cost a decode about a tenth of
+     * its speed in missed translations (a hint: failure is harmless). */
+#ifdef MADV_HUGEPAGE
+    madvise(map, size, MADV_HUGEPAGE);
+#endif
     if (rc != 0) {
         munmap(map, size);
         memset(f, 0, sizeof *f);
@@ -379,6 +385,10 @@ int prepared_commit(PreparedWriter *w, Error *e) {
              write_at(w->fd, header, sizeof header, 0) != 0 || ftruncate(w->fd, (off_t)size) != 0 || fsync(w->fd) != 0 ||
              rename(w->temp, w->path) != 0 ? fail(e, "%s: %s", w->temp, strerror(errno)) : 0;
     if (rc != 0) unlink(w->temp);
+    /* The page cache holds the file as it was written, in small pages; let
+     * it go, so that the first mapping reads it back in huge pages (see
+     * open_prepared) and decoding walks fewer page tables. */
+    else posix_fadvise(w->fd, 0, 0, POSIX_FADV_DONTNEED);  /* a hint: failure is harmless */
     free_writer(w);
     return rc;
 }
