@@ -270,8 +270,10 @@ static bool bf16_dot_instruction(void) {
 
 /* The groups of rows [r0, r1) times every tile of tokens (fp32 activations
  * and weights of `type`, or bf16 arithmetic): P groups at a time (4 for up
- * to 5 tokens: memory bound, more rows in flight; else 2), the next P
- * groups prefetched, shared out between the tiles. */
+ * to 5 tokens: memory bound, more rows in flight; else 2). Past 5 tokens the
+ * next P groups are prefetched, shared out between the tiles (a few percent
+ * faster prefill); up to 5, the hardware's prefetcher alone reads faster
+ * (on Zen 4 decoding bf16 streamed 57 GB/s with it, 67 without). */
 INLINE void tile_range(WeightType type, bool bf16_math, const Matrix *w, const float *xp, int n, float *out, int r0, int r1) {
     int K = w->cols;
     size_t gbytes = group_bytes(type, K);
@@ -284,7 +286,7 @@ INLINE void tile_range(WeightType type, bool bf16_math, const Matrix *w, const f
             int P = n <= 5 ? 4 : 2;
             if (g + P > g_end) P = 1;
             const char *groups = data + (size_t)g * gbytes, *next = groups + (size_t)P * gbytes;
-            int lines = (int)((size_t)P * gbytes / 64);
+            int lines = n <= 5 ? 0 : (int)((size_t)P * gbytes / 64);
             for (int i = 0, t = t0; t < t1; t += TOKEN_TILE, i++) {
                 int from = lines * i / tiles, pl = lines * (i + 1) / tiles - from, rows_left = r1 - g * ROW_GROUP;
                 float *o = out + (size_t)t * w->rows + g * ROW_GROUP;
@@ -320,9 +322,10 @@ static void matmul_bf16(float *out, const float *xp, const Matrix *w, int n, int
  * each instruction adds 4 unsigned-by-signed byte products into each lane.
  * q8 weights go in as q + 128 (q xor 0x80) and q4 nibbles as they are, so
  * each block's sum holds offset * sum(x) too much (128 or 8), taken off
- * before it is scaled. A tile is Q_G groups x Q_T tokens. ---- */
+ * before it is scaled. A tile is G groups (see quant_range) x up to Q_T
+ * tokens. ---- */
 
-enum { Q_G = 2, Q_T = 6 };
+enum { Q_G = 2, Q_G_WIDE = 4, Q_T = 6 };
 
 INLINE int32_t x_word(const int8_t *p) {
     int32_t v;
@@ -331,23 +334,22 @@ INLINE int32_t x_word(const int8_t *p) {
 }
 
 INLINE void quant_tile(int G, int T, WeightType type, const QuantizedRows *x, const Matrix *w, size_t g0, int t0,
-                       float *out, int row_end, const char *prefetch, int lines) {
-    int K = w->cols, blocks = K / QUANT_BLOCK, due = 0;
+                       float *out, int row_end) {
+    int K = w->cols, blocks = K / QUANT_BLOCK;
     const uint8_t *data = w->data;
     size_t block_bytes = type == WEIGHT_Q8 ? 512 : 256;
-    __m512 acc[Q_T][Q_G];
+    __m512 acc[Q_T][Q_G_WIDE];
     for (int t = 0; t < T; t++)
         for (int g = 0; g < G; g++) acc[t][g] = _mm512_setzero_ps();
     const __m512i flip = _mm512_set1_epi8((char)0x80), nibble = _mm512_set1_epi8(15);
     for (int b = 0; b < blocks; b++) {
-        prefetch = prefetch_step(prefetch, lines, blocks, &due);
-        __m512i isum[Q_T][Q_G];
+        __m512i isum[Q_T][Q_G_WIDE];
         for (int t = 0; t < T; t++)
             for (int g = 0; g < G; g++) isum[t][g] = _mm512_setzero_si512();
         const int8_t *xb = x->q + (size_t)t0 * K + (size_t)b * QUANT_BLOCK;
         if (type == WEIGHT_Q8) {
             for (int s = 0; s < 8; s++) {
-                __m512i wv[Q_G];
+                __m512i wv[Q_G_WIDE];
                 for (int g = 0; g < G; g++)
                     wv[g] = _mm512_xor_si512(_mm512_loadu_si512(data + ((g0 + g) * blocks + (size_t)b) * block_bytes + s * 64), flip);
                 for (int t = 0; t < T; t++) {
@@ -357,7 +359,7 @@ INLINE void quant_tile(int G, int T, WeightType type, const QuantizedRows *x, co
             }
         } else {
             for (int s = 0; s < 4; s++) {
-                __m512i lo[Q_G], hi[Q_G];
+                __m512i lo[Q_G_WIDE], hi[Q_G_WIDE];
                 for (int g = 0; g < G; g++) {
                     __m512i v = _mm512_loadu_si512(data + ((g0 + g) * blocks + (size_t)b) * block_bytes + s * 64);
                     lo[g] = _mm512_and_si512(v, nibble);
@@ -374,7 +376,7 @@ INLINE void quant_tile(int G, int T, WeightType type, const QuantizedRows *x, co
             }
         }
         int offset = type == WEIGHT_Q8 ? 128 : 8;
-        __m512 ws[Q_G];
+        __m512 ws[Q_G_WIDE];
         for (int g = 0; g < G; g++)
             ws[g] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w->scales + ((g0 + g) * blocks + (size_t)b) * ROW_GROUP)));
         for (int t = 0; t < T; t++) {
@@ -396,33 +398,33 @@ INLINE void quant_tile(int G, int T, WeightType type, const QuantizedRows *x, co
 
 /* quant_tile with the token count T (1..Q_T) known to the compiler. */
 INLINE void quant_tiles(int G, int T, WeightType type, const QuantizedRows *x, const Matrix *w, size_t g0, int t0,
-                        float *out, int row_end, const char *prefetch, int lines) {
+                        float *out, int row_end) {
     switch (T) {
-    case 6: quant_tile(G, 6, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
-    case 5: quant_tile(G, 5, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
-    case 4: quant_tile(G, 4, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
-    case 3: quant_tile(G, 3, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
-    case 2: quant_tile(G, 2, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
-    default: quant_tile(G, 1, type, x, w, g0, t0, out, row_end, prefetch, lines); break;
+    case 6: quant_tile(G, 6, type, x, w, g0, t0, out, row_end); break;
+    case 5: quant_tile(G, 5, type, x, w, g0, t0, out, row_end); break;
+    case 4: quant_tile(G, 4, type, x, w, g0, t0, out, row_end); break;
+    case 3: quant_tile(G, 3, type, x, w, g0, t0, out, row_end); break;
+    case 2: quant_tile(G, 2, type, x, w, g0, t0, out, row_end); break;
+    default: quant_tile(G, 1, type, x, w, g0, t0, out, row_end); break;
     }
 }
 
-/* The groups of rows [r0, r1) times every tile of tokens: Q_G groups at a
- * time, the next Q_G groups' weights prefetched, shared out between the
- * tiles (the hardware's prefetcher alone leaves decoding short of the
- * memory's bandwidth). */
+/* The groups of rows [r0, r1) times every tile of tokens, G groups at a
+ * time: 2, or 4 for q4 and up to 3 tokens (decoding: each group's chain of
+ * dot products waits on its previous step, and q4's weights go by twice as
+ * fast as q8's, so more groups in flight keep up with the memory; on Zen 4
+ * a third more bytes per second), fewer for the last groups. */
 INLINE void quant_range(WeightType type, float *out, const QuantizedRows *x, const Matrix *w, int n, int r0, int r1) {
-    size_t g_end = ((size_t)r1 + ROW_GROUP - 1) / ROW_GROUP, blocks = (size_t)w->cols / QUANT_BLOCK;
-    size_t gbytes = blocks * (type == WEIGHT_Q8 ? 512 : 256);
-    int tiles = (n + Q_T - 1) / Q_T;
+    size_t g_end = ((size_t)r1 + ROW_GROUP - 1) / ROW_GROUP;
+    int wide = type == WEIGHT_Q4 && n <= 3 ? Q_G_WIDE : Q_G;
     for (size_t g = (size_t)r0 / ROW_GROUP; g < g_end;) {
-        int G = g + Q_G <= g_end ? Q_G : 1;
-        const char *next = (const char *)w->data + (g + (size_t)G) * gbytes;
-        int lines = g + (size_t)G < g_end ? (int)((size_t)G * gbytes / 64) : 0;
-        for (int i = 0, t = 0; t < n; t += Q_T, i++) {
-            int T = n - t < Q_T ? n - t : Q_T, from = lines * i / tiles, pl = lines * (i + 1) / tiles - from;
-            if (G == Q_G) quant_tiles(Q_G, T, type, x, w, g, t, out, r1, next + (size_t)64 * from, pl);
-            else quant_tiles(1, T, type, x, w, g, t, out, r1, next + (size_t)64 * from, pl);
+        int G = wide;
+        while (g + (size_t)G > g_end) G /= 2;
+        for (int t = 0; t < n; t += Q_T) {
+            int T = n - t < Q_T ? n - t : Q_T;
+            if (G == Q_G_WIDE) quant_tiles(Q_G_WIDE, T, type, x, w, g, t, out, r1);
+            else if (G == Q_G) quant_tiles(Q_G, T, type, x, w, g, t, out, r1);
+            else quant_tiles(1, T, type, x, w, g, t, out, r1);
         }
         g += (size_t)G;
     }
