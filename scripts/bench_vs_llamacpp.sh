@@ -25,7 +25,10 @@
 #      count under taskset -c 0;
 #   7. prints, per test, both speeds (median of the rounds, and their range),
 #      the ratio and its goal; decode against the bandwidth bound (weight
-#      bytes read per token / bandwidth); bf16 prefill against the FMA peak.
+#      bytes read per token / bandwidth, the highest reading of membw just
+#      before and after that format's tests: a shared host's bandwidth moves
+#      by a factor of two or more within minutes); bf16 prefill against the
+#      FMA peak.
 #
 # llama.cpp is built from source outside this repository, e.g.:
 #   git clone <llama.cpp repository> ../llama.cpp
@@ -180,11 +183,14 @@ for round in $(seq "$rounds"); do
     echo "round $round of $rounds ..." >&2
     pp=$(echo "$prompts" | tr ' ' ',')
     for f in $formats; do
+        # The bandwidth moves on a shared host: read it beside each format's tests.
+        record "bw-$f" "$(build/membw "$threads")"
         for p in $prompts; do run_bench "run-$f" "" --dtype "$f" -p "$p" -n 64; done
         llama_bench "llama-$f" "" "$(gguf_of "$f")" -p "$pp" -n 64
         if [ "$f" = bf16 ]; then
             for p in $prompts; do run_bench run-bf16math "" --dtype bf16 --math bf16 -p "$p" -n 64; done
         fi
+        record "bw-$f" "$(build/membw "$threads")"
     done
     if [ "$depth" -gt 0 ]; then
         for f in $formats; do
@@ -296,16 +302,21 @@ echo "contention (q8 tg64 beside one CPU-bound process): default threads $1 tok/
 echo "pinned to one CPU (taskset -c 0), the default thread count is $pinned (goal 1)"
 
 echo
-echo "decode against the bandwidth bound (weight bytes per token / $bandwidth GB/s); goal >= 0.85"
-printf '%-10s %12s %12s %10s %9s\n' format "MB/token" "bound tok/s" "tg64" fraction
-bound_row() {  # bound_row LABEL MB NAME
-    set -- "$1" "$2" "$(awk -v bw="$bandwidth" -v mb="$2" 'BEGIN { printf "%.1f", bw * 1000 / mb }')" $(stat "$3")
-    printf '%-10s %12s %12s %10s %9s\n' "$1" "$2" "$3" "$4" "$(awk -v a="$4" -v b="$3" 'BEGIN { if (a == "-") print "-"; else printf "%.2f", a / b }')"
+echo "decode against the bandwidth bound (weight bytes per token / the bandwidth read before and after"
+echo "that format's tests, the highest of the readings); goal >= 0.85"
+printf '%-10s %12s %18s %12s %10s %9s\n' format "MB/token" "GB/s [min-max]" "bound tok/s" "tg64" fraction
+bound_row() {  # bound_row LABEL MB NAME FORMAT
+    set -- "$1" "$2" "$3" $(stat "bw-$4")
+    bw=$6
+    set -- "$1" "$2" "$(awk -v bw="$bw" -v mb="$2" 'BEGIN { if (bw == "-") print "-"; else printf "%.1f", bw * 1000 / mb }')" \
+        $(stat "$3") "$4 [$5-$6]"
+    printf '%-10s %12s %18s %12s %10s %9s\n' "$1" "$2" "$7" "$3" "$4" \
+        "$(awk -v a="$4" -v b="$3" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.2f", a / b }')"
 }
-for f in $formats; do bound_row "run $f" "$(weight_mb "$f")" "run-$f-tg64"; done
+for f in $formats; do bound_row "run $f" "$(weight_mb "$f")" "run-$f-tg64" "$f"; done
 # (A mixture of experts' GGUF holds every expert: its size is not what a token reads.)
 if ! ./run info "$model" | grep -q '^experts:'; then
-    for f in $formats; do bound_row "llama $f" "$(file_mb "$(gguf_of "$f")")" "llama-$f-tg64"; done
+    for f in $formats; do bound_row "llama $f" "$(file_mb "$(gguf_of "$f")")" "llama-$f-tg64" "$f"; done
 fi
 
 echo
