@@ -276,7 +276,8 @@ static int cmd_prepare(Args *a) {
                    "(quantized for q8 and q4), beside the checkpoint when its folder is writable,\n"
                    "else in $XDG_CACHE_HOME/run (~/.cache/run). Runs map the file read-only; it is\n"
                    "written again when the checkpoint changes. Nothing is done when it is up to\n"
-                   "date.\n\nflags:\n%s",
+                   "date. A file written now is read back into memory (in 2 MB pages where the\n"
+                   "kernel can) for the next run.\n\nflags:\n%s",
                    model_flags_help);
             return 0;
         }
@@ -290,6 +291,7 @@ static int cmd_prepare(Args *a) {
     Model m;
     Tokenizer *tokenizer = checkpoint_load(&m, path, &opt, TOKENIZER_IF_PRESENT, true);
     if (!m.prepared.path) die("no prepared file was written (%s)", m.prepared_note.msg);
+    if (m.prepared.made_now) prepared_warm(&m.prepared);  /* the next run's pages in memory */
     printf("%s: %s, %.1f MB (%s)\n", m.prepared.path, m.prepared.made_now ? "written" : "up to date", m.prepared.size / 1e6,
            weight_type_name(m.dtype));
     model_free(&m);

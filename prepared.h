@@ -84,6 +84,11 @@ int prepared_check_end(const PreparedFile *f, Error *e);
 
 void prepared_close(PreparedFile *f);
 
+/* Reads every page of a mapped file into memory now (the page cache, in
+ * 2 MB pages where the kernel can), so that the next run finds it there:
+ * `run prepare` after writing one. */
+void prepared_warm(const PreparedFile *f);
+
 /* A prepared file being written: to a temporary file beside its final
  * place, renamed there when complete (so a reader never sees half of one). */
 typedef struct {
