@@ -796,12 +796,13 @@ static void attention_block(Model *m, const Batch *b, int l) {
     const LayerWeights *w = &m->weights.layers[l];
     int n = b->n, dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
 
-    /* Normalise, then project to queries, keys and values. */
+    /* Normalise, then project to queries, keys and values: one batch of
+     * products, so that x is prepared once for the three and the threads
+     * share out the rows of all of them (k's and v's alone are few). */
     rmsnorm_rows(s->xb, s->x, w->attn_norm, n, dim, c->norm_eps);
     show(m, b, PROBE_ATTN_NORM, l, s->xb, n, dim);
-    matmul(s->q, s->xb, &w->wq, n, m->pool);
-    matmul(s->k, s->xb, &w->wk, n, m->pool);
-    matmul(s->v, s->xb, &w->wv, n, m->pool);
+    MatmulProduct qkv[3] = {{s->q, s->xb, &w->wq, n}, {s->k, s->xb, &w->wk, n}, {s->v, s->xb, &w->wv, n}};
+    matmul_batch(qkv, 3, m->pool);
     add_to_rows(s->q, w->bq, n, q_dim);
     add_to_rows(s->k, w->bk, n, kv_dim);
     add_to_rows(s->v, w->bv, n, kv_dim);
@@ -873,9 +874,9 @@ static void mlp_block(Model *m, const Batch *b, int l) {
         show_router(m, b, l);
     } else {
         /* The gated MLP: down(act(gate(x)) * up(x)), act silu (SwiGLU) or
-         * Gemma's GELU. */
-        matmul(s->gate, s->xb, &w->w_gate, n, m->pool);
-        matmul(s->up, s->xb, &w->w_up, n, m->pool);
+         * Gemma's GELU; gate and up in one batch, as q, k and v. */
+        MatmulProduct gate_up[2] = {{s->gate, s->xb, &w->w_gate, n}, {s->up, s->xb, &w->w_up, n}};
+        matmul_batch(gate_up, 2, m->pool);
         add_to_rows(s->gate, w->b_gate, n, hidden);
         add_to_rows(s->up, w->b_up, n, hidden);
         if (c->act == ACT_GELU_TANH) gelu_tanh_gate(s->gate, s->up, (size_t)n * hidden, m->pool);
