@@ -337,15 +337,19 @@ INLINE __m256 swiglu8(__m256 g, __m256 u) {
     return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
 }
 
-void avx2_swiglu(float *gate, const float *up, size_t n) {
+/* gate[i] = step(gate[i], up[i]) 8 at a time, the last few through a
+ * partial load (step is inlined: the callers pass a constant). */
+INLINE void gate_rows(float *gate, const float *up, size_t n, __m256 (*step)(__m256, __m256)) {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, swiglu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, step(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
     if (i < n) {
         float g[8];
-        _mm256_storeu_ps(g, swiglu8(load_partial(gate + i, (int)(n - i)), load_partial(up + i, (int)(n - i))));
+        _mm256_storeu_ps(g, step(load_partial(gate + i, (int)(n - i)), load_partial(up + i, (int)(n - i))));
         memcpy(gate + i, g, (n - i) * sizeof(float));
     }
 }
+
+void avx2_swiglu(float *gate, const float *up, size_t n) { gate_rows(gate, up, n, swiglu8); }
 
 /* gelu_step (kernels_path.h) on 8 values, times u. */
 INLINE __m256 gelu8(__m256 g, __m256 u) {
@@ -355,15 +359,7 @@ INLINE __m256 gelu8(__m256 g, __m256 u) {
     return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
 }
 
-void avx2_gelu(float *gate, const float *up, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, gelu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
-    if (i < n) {
-        float g[8];
-        _mm256_storeu_ps(g, gelu8(load_partial(gate + i, (int)(n - i)), load_partial(up + i, (int)(n - i))));
-        memcpy(gate + i, g, (n - i) * sizeof(float));
-    }
-}
+void avx2_gelu(float *gate, const float *up, size_t n) { gate_rows(gate, up, n, gelu8); }
 
 /* x[0..n) = e^(x - max), returning their sum in the 16-lane order. */
 static float exp_and_sum(float *x, int n, float max) {
