@@ -34,7 +34,7 @@ Tokenizer *checkpoint_load(Model *m, const char *path, const ModelOptions *optio
     Tokenizer *t = NULL;
     int rc = generation_config_load(&unused, path, &m->config, -1, &e);
     if (rc == 0 && (use == TOKENIZER_NEEDED || (use == TOKENIZER_IF_PRESENT && access(tok_path, F_OK) == 0))) {
-        t = tokenizer_load(tok_path, &e);
+        t = (opt.no_prepared ? tokenizer_load : tokenizer_load_prepared)(tok_path, &e);
         rc = t ? 0 : -1;
         /* The tokenizer must not make ids that the model has no embedding for. */
         Error why;
@@ -51,10 +51,10 @@ Tokenizer *checkpoint_load(Model *m, const char *path, const ModelOptions *optio
     return t;
 }
 
-Tokenizer *checkpoint_tokenizer(const char *path) {
+Tokenizer *checkpoint_tokenizer(const char *path, bool prepared) {
     Error e;
     char *tok_path = model_path(path, "tokenizer.json");
-    Tokenizer *t = tokenizer_load(tok_path, &e);
+    Tokenizer *t = (prepared ? tokenizer_load_prepared : tokenizer_load)(tok_path, &e);
     free(tok_path);
     if (!t) die("%s", e.msg);
     return t;

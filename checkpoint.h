@@ -23,8 +23,9 @@ typedef enum { TOKENIZER_UNREAD, TOKENIZER_IF_PRESENT, TOKENIZER_NEEDED } Tokeni
  * checked against the model (NULL when not read). */
 Tokenizer *checkpoint_load(Model *m, const char *path, const ModelOptions *opt, TokenizerUse use, bool weights);
 
-/* The tokenizer of checkpoint PATH alone (tok and detok read nothing else). */
-Tokenizer *checkpoint_tokenizer(const char *path);
+/* The tokenizer of checkpoint PATH alone (tok and detok read nothing else),
+ * with its prepared tables unless `prepared` is false (--no-prepared). */
+Tokenizer *checkpoint_tokenizer(const char *path, bool prepared);
 
 /* Refuses token ids outside the model's vocabulary. */
 void checkpoint_check_tokens(const Model *m, const int *ids, size_t n);

@@ -40,9 +40,26 @@ static void arena_free(JsonBlock *b) {
 
 /* ---- the parser ---- */
 
+/* The name of the member open at one depth, or NULL for an array's item. */
+typedef struct {
+    const char *name;
+    size_t len;
+} PathName;
+
 typedef struct {
     const char *start, *p, *end;
     JsonBlock *arena;
+    /* The paths of the members to leave out ("model.vocab"), and how many
+     * names the longest has: deeper members are never compared. path[d]
+     * names what is open in the container at depth d. */
+    const char *const *skip;
+    int skip_depth;
+    PathName path[JSON_MAX_DEPTH];
+    /* Inside a skipped value: everything is checked, nothing is kept. The
+     * strings with escapes are decoded into scratch, reused. */
+    bool discard;
+    char *scratch;
+    size_t scratch_cap;
     /* Children (JsonValues of arrays, JsonMembers of objects) of the
      * containers being parsed, stacked in one growing buffer that nested
      * containers share; copied to the arena when their container is done.
@@ -131,8 +148,18 @@ static size_t utf8_valid_len(const unsigned char *s, const unsigned char *end) {
     return n;
 }
 
-/* Parses the string starting at the opening quote into arena memory. The
- * decoded form is never longer than the escaped one, which bounds the size. */
+/* Room for size bytes to decode a string into and forget (in discard mode). */
+static char *scratch(Parser *ps, size_t size) {
+    if (ps->scratch_cap < size) {
+        ps->scratch_cap = size > 2 * ps->scratch_cap ? size : 2 * ps->scratch_cap;
+        ps->scratch = xrealloc(ps->scratch, ps->scratch_cap, 1);
+    }
+    return ps->scratch;
+}
+
+/* Parses the string starting at the opening quote into arena memory (in
+ * discard mode, into nothing: *out is NULL). The decoded form is never longer
+ * than the escaped one, which bounds the size. */
 static int parse_string(Parser *ps, const char **out, size_t *out_len) {
     const char *q = ++ps->p;  /* past the opening quote */
 
@@ -147,9 +174,12 @@ static int parse_string(Parser *ps, const char **out, size_t *out_len) {
             s += len;
         }
         size_t n = (size_t)(q - ps->p);
-        char *dst = arena_alloc(&ps->arena, n + 1, 1);
-        memcpy(dst, ps->p, n);
-        dst[n] = '\0';
+        char *dst = NULL;
+        if (!ps->discard) {
+            dst = arena_alloc(&ps->arena, n + 1, 1);
+            memcpy(dst, ps->p, n);
+            dst[n] = '\0';
+        }
         ps->p = q + 1;
         *out = dst;
         *out_len = n;
@@ -160,7 +190,8 @@ static int parse_string(Parser *ps, const char **out, size_t *out_len) {
     q = ps->p;
     while (q < ps->end && *q != '"') q += (*q == '\\' && q + 1 < ps->end) ? 2 : 1;
     if (q >= ps->end) return error_at(ps, ps->p - 1, "unterminated string");
-    char *dst = arena_alloc(&ps->arena, (size_t)(q - ps->p) + 1, 1);
+    size_t size = (size_t)(q - ps->p) + 1;
+    char *dst = ps->discard ? scratch(ps, size) : arena_alloc(&ps->arena, size, 1);
     size_t n = 0;
     const char *s = ps->p;
     while (s < q) {
@@ -209,7 +240,7 @@ static int parse_string(Parser *ps, const char **out, size_t *out_len) {
     }
     dst[n] = '\0';
     ps->p = q + 1;
-    *out = dst;
+    *out = ps->discard ? NULL : dst;
     *out_len = n;
     return 0;
 }
@@ -246,6 +277,10 @@ static int parse_number(Parser *ps, JsonValue *out) {
         while (q < ps->end && is_digit(*q)) q++;
     }
     out->type = JSON_NUMBER;
+    if (ps->discard) {  /* well formed, and its value not wanted */
+        ps->p = q;
+        return 0;
+    }
     out->number.is_integer = false;
     out->number.integer = 0;
     if (integral && fits && mag <= (uint64_t)INT64_MAX + negative) {
@@ -332,13 +367,36 @@ static void *take_children(Parser *ps, size_t base, int depth, size_t align, siz
     return children;
 }
 
+/* Whether the skip path names path[0..depth] exactly. */
+static bool path_is(const Parser *ps, int depth, const char *path) {
+    for (int d = 0;; d++) {
+        size_t n = strcspn(path, ".");
+        if (n != ps->path[d].len || memcmp(path, ps->path[d].name, n) != 0) return false;
+        if (d == depth) return path[n] == '\0';
+        if (path[n] != '.') return false;
+        path += n + 1;
+    }
+}
+
+/* Notes key as the name open in the object at depth, and tells whether the
+ * member's path is one to skip. */
+static bool member_skipped(Parser *ps, int depth, const char *key, size_t len) {
+    if (depth >= ps->skip_depth) return false;
+    ps->path[depth] = (PathName){key, len};
+    for (int d = 0; d < depth; d++)
+        if (!ps->path[d].name) return false;  /* inside an array: no path reaches it */
+    for (const char *const *s = ps->skip; *s; s++)
+        if (path_is(ps, depth, *s)) return true;
+    return false;
+}
+
 /* One child of the container open at depth: an array's value, or an
- * object's "key": value member. */
+ * object's "key": value member. Nothing is added in discard mode. */
 static int parse_child(Parser *ps, size_t base, int depth, bool object) {
     if (!object) {
         JsonValue v;
         if (parse_value(ps, &v, depth + 1) != 0) return -1;
-        add_child(ps, base, depth, &v, sizeof v);
+        if (!ps->discard) add_child(ps, base, depth, &v, sizeof v);
         return 0;
     }
     JsonMember m;
@@ -349,8 +407,14 @@ static int parse_child(Parser *ps, size_t base, int depth, bool object) {
     skip_space(ps);
     if (ps->p >= ps->end || *ps->p != ':') return error_at(ps, ps->p, "expected ':' after key");
     ps->p++;
-    if (parse_value(ps, &m.value, depth + 1) != 0) return -1;
-    add_child(ps, base, depth, &m, sizeof m);
+    /* A skipped member's value is parsed in discard mode, and not added. */
+    bool keep = !ps->discard && !member_skipped(ps, depth, m.key, m.key_len);
+    bool outer = ps->discard;
+    ps->discard = !keep;
+    int rc = parse_value(ps, &m.value, depth + 1);
+    ps->discard = outer;
+    if (rc != 0) return -1;
+    if (keep) add_child(ps, base, depth, &m, sizeof m);
     return 0;
 }
 
@@ -360,6 +424,7 @@ static int parse_container(Parser *ps, JsonValue *out, int depth) {
     bool object = *ps->p == '{';
     char close = object ? '}' : ']';
     size_t base = ps->stack_used;
+    if (!object && depth < ps->skip_depth) ps->path[depth] = (PathName){NULL, 0};
     ps->p++;  /* '[' or '{' */
     skip_space(ps);
     if (ps->p < ps->end && *ps->p == close) {
@@ -380,6 +445,7 @@ static int parse_container(Parser *ps, JsonValue *out, int depth) {
             return error_at(ps, ps->p, object ? "unexpected end of input in object" : "unexpected end of input in array");
         }
     }
+    if (ps->discard) return 0;  /* it has no children to keep */
     size_t size;
     if (object) {
         out->type = JSON_OBJECT;
@@ -420,14 +486,27 @@ static int parse_value(Parser *ps, JsonValue *out, int depth) {
     }
 }
 
-int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e) {
-    Parser ps = {.start = text, .p = text, .end = text + len, .e = e};
+/* How many names the path "a.b.c" has, counting up to JSON_MAX_DEPTH (no
+ * member lies deeper). */
+static int path_names(const char *path) {
+    int n = 1;
+    for (; *path && n < JSON_MAX_DEPTH; path++) n += *path == '.';
+    return n;
+}
+
+int json_parse_except(JsonDoc *doc, const char *text, size_t len, const char *const *skip, Error *e) {
+    Parser ps = {.start = text, .p = text, .end = text + len, .skip = skip, .e = e};
+    for (; skip && *skip; skip++) {
+        int n = path_names(*skip);
+        if (n > ps.skip_depth) ps.skip_depth = n;
+    }
     int rc = parse_value(&ps, &doc->root, 0);
     if (rc == 0) {
         skip_space(&ps);
         if (ps.p != ps.end) rc = error_at(&ps, ps.p, "unexpected data after the JSON value");
     }
     free(ps.stack);
+    free(ps.scratch);
     for (int d = 0; d < JSON_MAX_DEPTH; d++) free(ps.own[d]);  /* left by an error */
     if (rc != 0) {
         arena_free(ps.arena);
@@ -438,20 +517,29 @@ int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e) {
     return 0;
 }
 
+int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e) {
+    return json_parse_except(doc, text, len, NULL, e);
+}
+
 void json_free(JsonDoc *doc) {
     arena_free(doc->arena);
     memset(doc, 0, sizeof *doc);
 }
 
+int json_map_file(const char *path, const void **text, size_t *len, Error *e) {
+    if (map_file(path, text, len, e) != 0) return -1;
+    if (*len > JSON_MAX_FILE_BYTES) {
+        unmap_file(*text, *len);
+        return fail(e, "%s: %zu bytes, too large for a JSON file run reads (at most %zu MiB)", path, *len,
+                    JSON_MAX_FILE_BYTES >> 20);
+    }
+    return 0;
+}
+
 int json_parse_file(JsonDoc *doc, const char *path, Error *e) {
     const void *text;
     size_t len;
-    if (map_file(path, &text, &len, e) != 0) return -1;
-    if (len > JSON_MAX_FILE_BYTES) {
-        unmap_file(text, len);
-        return fail(e, "%s: %zu bytes, too large for a JSON file run reads (at most %zu MiB)", path, len,
-                    JSON_MAX_FILE_BYTES >> 20);
-    }
+    if (json_map_file(path, &text, &len, e) != 0) return -1;
     Error why;
     int rc = json_parse(doc, text ? text : "", len, &why);
     unmap_file(text, len);

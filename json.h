@@ -58,11 +58,27 @@ typedef struct {
  * -1 with e.g. "line 3, column 17: expected ',' or '}'" in e; the document
  * then holds nothing to free. */
 int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e);
+
+/* json_parse without the members named in skip, a NULL-ended list of paths
+ * from the root written as member names joined by dots ("model.vocab"; a path
+ * never goes through an array). Such a member is missing from the tree, every
+ * copy of it if its key repeats, yet its value is still read through and held
+ * to the same rules, so a document is accepted or refused exactly as
+ * json_parse would, with the same error; nothing of the value is allocated,
+ * so skipping a big one saves its memory and time. A NULL or empty skip
+ * parses everything. */
+int json_parse_except(JsonDoc *doc, const char *text, size_t len, const char *const *skip, Error *e);
+
 void json_free(JsonDoc *doc);
 
 /* Parses the file at path (at most JSON_MAX_FILE_BYTES); errors name the
  * file: "path: line 3, column 17: ...". */
 int json_parse_file(JsonDoc *doc, const char *path, Error *e);
+
+/* Maps the file at path read-only for parsing (at most JSON_MAX_FILE_BYTES;
+ * *text is NULL when it is empty), for callers that also read its bytes.
+ * Undo with unmap_file. */
+int json_map_file(const char *path, const void **text, size_t *len, Error *e);
 
 /* The member named key of an object, or NULL when v is not an object or has
  * no such member. If a key repeats, the last one wins, as in Python's json. */

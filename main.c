@@ -60,7 +60,9 @@ static const char *model_flags_help =
     "                       AVX-512 BF16, less exact\n"
     "  --no-prepared        lay the weights out in memory at every start instead of\n"
     "                       mapping the prepared file (made once per format beside\n"
-    "                       the checkpoint, or in ~/.cache/run; see 'run prepare')\n"
+    "                       the checkpoint, or in ~/.cache/run; see 'run prepare'),\n"
+    "                       and build the tokenizer's tables from tokenizer.json\n"
+    "                       instead of mapping tokenizer.run (made the same way)\n"
     "  -ctk, --cache-type-k T  the KV cache's keys: f32 (default, exact), bf16, or\n"
     "                       q8_0 (int8, an f16 scale per block of 32: about a\n"
     "                       quarter of f32's memory)\n"
@@ -277,7 +279,8 @@ static int cmd_prepare(Args *a) {
                    "else in $XDG_CACHE_HOME/run (~/.cache/run). Runs map the file read-only; it is\n"
                    "written again when the checkpoint changes. Nothing is done when it is up to\n"
                    "date. A file written now is read back into memory (in 2 MB pages where the\n"
-                   "kernel can) for the next run.\n\nflags:\n%s",
+                   "kernel can) for the next run. The tokenizer's tables are prepared too\n"
+                   "(tokenizer.run, in the same places), when tokenizer.json is there.\n\nflags:\n%s",
                    model_flags_help);
             return 0;
         }
@@ -495,7 +498,7 @@ static void warn_invalid_utf8(size_t bad) {
 
 static int cmd_tok(Args *a) {
     const char *file = NULL;
-    bool pieces = false, plain = false, special = true;
+    bool pieces = false, plain = false, special = true, prepared = true;
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
             printf("usage: run tok MODEL [TEXT | -f FILE] [--pieces] [--plain] [--no-special]\n"
@@ -503,7 +506,8 @@ static int cmd_tok(Args *a) {
                    "Prints the token ids of TEXT, of FILE, or of standard input when neither is\n"
                    "given (or TEXT is '-'), separated by spaces on one line, as Hugging Face\n"
                    "encodes it: with the special tokens the tokenizer adds (Llama 3's\n"
-                   "<|begin_of_text|> first; Qwen's add none). Only MODEL's tokenizer.json is read.\n"
+                   "<|begin_of_text|> first; Qwen's add none). Only MODEL's tokenizer.json is read\n"
+                   "(and its prepared tables, tokenizer.run, written beside it at the first run).\n"
                    "\n"
                    "  -m, --model MODEL  the checkpoint, instead of the first argument\n"
                    "  -f, --file FILE    read the text from FILE\n"
@@ -512,6 +516,8 @@ static int cmd_tok(Args *a) {
                    "                     a newline as \"\xC4\x8A\")\n"
                    "  --plain            read added tokens such as <|im_end|> in the text as plain text\n"
                    "  --no-special       add no special tokens (add_special_tokens=False)\n"
+                   "  --no-prepared      build the tokenizer's tables from tokenizer.json, neither\n"
+                   "                     reading nor writing tokenizer.run\n"
                    "  -h, --help         print this help\n");
             return 0;
         }
@@ -519,6 +525,7 @@ static int cmd_tok(Args *a) {
         else if (is_flag(a, "--pieces")) no_value(a), pieces = true;
         else if (is_flag(a, "--plain")) no_value(a), plain = true;
         else if (is_flag(a, "--no-special")) no_value(a), special = false;
+        else if (is_flag(a, "--no-prepared")) no_value(a), prepared = false;
         else other_argument(a);
     }
     const char *model = command_model(a, 1, " (quote the text)"), *text = operand(a, 0);
@@ -526,7 +533,7 @@ static int cmd_tok(Args *a) {
 
     char *data;
     size_t len;
-    Tokenizer *t = checkpoint_tokenizer(model);
+    Tokenizer *t = checkpoint_tokenizer(model, prepared);
     if (text && strcmp(text, "-") != 0) {
         data = xstrdup(text);
         len = strlen(text);
@@ -556,6 +563,7 @@ static int cmd_tok(Args *a) {
 }
 
 static int cmd_detok(Args *a) {
+    bool prepared = true;
     for (a->i = 1; a->i < a->argc; a->i++) {
         if (is_flag(a, "-h|--help")) {
             printf("usage: run detok MODEL [ID...]\n"
@@ -564,13 +572,16 @@ static int cmd_detok(Args *a) {
                    "tokens as their text, ill-formed UTF-8 as U+FFFD), with nothing added: no\n"
                    "newline at the end. The ids are the arguments, or standard input when there\n"
                    "are none (separated by spaces, commas or newlines, as tok prints them).\n"
-                   "Only MODEL's tokenizer.json is read.\n"
+                   "Only MODEL's tokenizer.json is read (and its prepared tables, tokenizer.run).\n"
                    "\n"
                    "  -m, --model MODEL  the checkpoint, instead of the first argument\n"
+                   "  --no-prepared      build the tokenizer's tables from tokenizer.json, neither\n"
+                   "                     reading nor writing tokenizer.run\n"
                    "  -h, --help         print this help\n");
             return 0;
         }
-        other_argument(a);
+        if (is_flag(a, "--no-prepared")) no_value(a), prepared = false;
+        else other_argument(a);
     }
     const char *model = command_model(a, a->argc, "");
     char *list;
@@ -585,7 +596,7 @@ static int cmd_detok(Args *a) {
         *end = '\0';
         for (int i = 0; i < a->n_operands; i++) end += sprintf(end, " %s", a->operands[i]);
     }
-    Tokenizer *t = checkpoint_tokenizer(model);
+    Tokenizer *t = checkpoint_tokenizer(model, prepared);
     int n, *ids = parse_ids(a, "token ids", list, &n);
     for (int i = 0; i < n; i++)
         if (ids[i] >= tokenizer_vocab_size(t))

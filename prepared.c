@@ -12,6 +12,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "place.h"
+
 static const char MAGIC[8] = "runprep";  /* with its NUL: 8 bytes */
 
 /* ---- fixed-width fields ---- */
@@ -39,16 +41,6 @@ static uint64_t align_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * t
 
 /* ---- the checkpoint's key ---- */
 
-/* Mixes n bytes into the hash h, 8 at a time. */
-static uint64_t hash_bytes(uint64_t h, const unsigned char *p, size_t n) {
-    for (size_t i = 0; i < n; i += 8) {
-        uint64_t word = 0;
-        memcpy(&word, p + i, n - i < 8 ? n - i : 8);
-        h = mix64(h ^ word);
-    }
-    return mix64(h ^ n);
-}
-
 static uint64_t hash_u64(uint64_t h, uint64_t v) { return mix64(h ^ mix64(v)); }
 
 uint64_t prepared_key(const SafeTensors *st) {
@@ -66,7 +58,7 @@ uint64_t prepared_key(const SafeTensors *st) {
          * checked that both lie inside the file). */
         if (f->size >= 8) {
             uint64_t len = get_u64(f->map);
-            h = hash_bytes(h, f->map, 8 + (len < f->size - 8 ? (size_t)len : f->size - 8));
+            h = mix64_bytes(h, f->map, 8 + (len < f->size - 8 ? (size_t)len : f->size - 8));
         }
     }
     return h;
@@ -88,55 +80,14 @@ static char *stem_of(const char *weights) {
     return stem;
 }
 
-static char *folder_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return xstrdup(".");
-    if (slash == path) return xstrdup("/");
-    char *dir = xstrdup(path);
-    dir[slash - path] = '\0';
-    return dir;
-}
-
-/* <folder>/<stem>.run-<format> */
-static char *path_beside(const char *weights, WeightType format) {
-    char *dir = folder_of(weights), *stem = stem_of(weights);
-    size_t n = strlen(dir) + strlen(stem) + 32;
-    char *path = xmalloc(n);
-    snprintf(path, n, "%s/%s.run-%s", dir, stem, weight_type_name(format));
-    free(dir);
-    free(stem);
-    return path;
-}
-
-/* $XDG_CACHE_HOME/run, or $HOME/.cache/run; NULL when neither is set (an
- * XDG_CACHE_HOME that is not an absolute path is ignored, as the XDG
- * specification says). */
-static char *cache_folder(void) {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && xdg[0] == '/') return path_join(xdg, "run");
-    if (!home || !home[0]) return NULL;
-    char *cache = path_join(home, ".cache"), *dir = path_join(cache, "run");
-    free(cache);
-    return dir;
-}
-
-/* <cache folder>/<16 hex digits of the weights file's real path's hash>-<stem>.run-<format>, or NULL. */
-static char *path_cached(const char *weights, WeightType format) {
-    char *dir = cache_folder(), *real = realpath(weights, NULL);
-    if (!dir || !real) {
-        free(dir);
-        free(real);
-        return NULL;
-    }
+/* <stem>.run-<format>: the prepared file's name in either place (place.h). */
+static char *file_name(const char *weights, WeightType format) {
     char *stem = stem_of(weights);
-    size_t n = strlen(dir) + strlen(stem) + 48;
-    char *path = xmalloc(n);
-    uint64_t h = hash_bytes(0, (const unsigned char *)real, strlen(real));
-    snprintf(path, n, "%s/%016llx-%s.run-%s", dir, (unsigned long long)h, stem, weight_type_name(format));
-    free(dir);
-    free(real);
+    size_t n = strlen(stem) + 32;
+    char *name = xmalloc(n);
+    snprintf(name, n, "%s.run-%s", stem, weight_type_name(format));
     free(stem);
-    return path;
+    return name;
 }
 
 /* ---- reading ---- */
@@ -207,7 +158,9 @@ static int open_prepared(PreparedFile *f, const char *path, uint64_t key, Weight
 }
 
 int prepared_find(PreparedFile *f, const char *weights, uint64_t key, WeightType format, Error *e) {
-    char *places[] = {path_beside(weights, format), path_cached(weights, format)};
+    char *name = file_name(weights, format);
+    char *places[] = {place_beside(weights, name), place_cached(weights, name)};
+    free(name);
     int rc = 1;
     Error why;
     for (size_t i = 0; i < 2 && rc != 0; i++) {
@@ -280,42 +233,19 @@ static int write_at(int fd, const void *data, size_t n, uint64_t offset) {
     return 0;
 }
 
-/* Creates the folder and its parent (the cache folder's .cache). */
-static void make_folders(const char *dir) {
-    char *parent = folder_of(dir);
-    mkdir(parent, 0755);
-    mkdir(dir, 0755);
-    free(parent);
-}
-
-/* The place to write: beside the weights if their folder is writable, else
- * in the cache folder; NULL when neither is. */
-static char *writable_place(const char *weights, WeightType format) {
-    char *dir = folder_of(weights);
-    bool beside = access(dir, W_OK) == 0;
-    free(dir);
-    if (beside) return path_beside(weights, format);
-    char *path = path_cached(weights, format);
-    if (!path) return NULL;
-    dir = folder_of(path);
-    make_folders(dir);
-    bool ok = access(dir, W_OK) == 0;
-    free(dir);
-    if (!ok) free(path);
-    return ok ? path : NULL;
-}
-
 int prepared_create(PreparedWriter *w, const char *weights, uint64_t key, WeightType format, size_t bytes, Error *e) {
     memset(w, 0, sizeof *w);
     w->fd = -1;
-    w->path = writable_place(weights, format);
+    char *name = file_name(weights, format);
+    w->path = place_to_write(weights, name);
+    free(name);
     if (!w->path) {
-        char *cache = cache_folder();
+        char *cache = place_cache_folder();
         fail(e, "neither the checkpoint's folder nor %s is writable", cache ? cache : "a cache folder ($HOME is not set)");
         free(cache);
         return -1;
     }
-    char *dir = folder_of(w->path);
+    char *dir = place_folder_of(w->path);
     struct statvfs fs;
     bool room = statvfs(dir, &fs) != 0 || (double)fs.f_bavail * fs.f_frsize > (double)bytes + 64e6;
     if (!room)

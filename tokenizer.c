@@ -18,6 +18,7 @@
 #include "json.h"
 #include "normalizer.h"
 #include "pretokenizer.h"
+#include "tokenizer_cache.h"
 #include "tokenizer_parts.h"
 #include "unicode.h"
 
@@ -26,22 +27,6 @@
 enum { MAX_VOCAB = 1 << 22 };
 
 /* ---- data structures ---- */
-
-/* One merge rule: tokens left and right next to each other become merged. */
-typedef struct {
-    uint64_t pair;    /* left << 32 | right; EMPTY_PAIR marks a free slot */
-    uint32_t rank;    /* position in the merges list: lower merges first */
-    int32_t merged;
-} Merge;
-
-static const uint64_t EMPTY_PAIR = UINT64_MAX;
-
-/* A slot of the vocabulary's hash table. The tag (bits of the token's hash)
- * rules out most other tokens without reading their bytes. */
-typedef struct {
-    uint32_t tag;
-    int32_t id;       /* -1 marks a free slot */
-} VocabSlot;
 
 /* The ids of pieces already encoded, to skip BPE for words seen before. A
  * fixed-size table emptied whenever it fills, so memory stays bounded. */
@@ -126,6 +111,9 @@ struct Tokenizer {
     bool fuse_unk;              /* BPE: a run of such characters makes one unk token */
     char *piece_bytes;          /* not byte_level: what each token stands for mid-text (see decoder_piece), */
     uint32_t *piece_start;      /* [vocab_size + 1], as bytes and start */
+    const void *tables_map;     /* the prepared tokenizer that bytes, start, vocab, merges and the pieces
+                                   are in (tokenizer_cache.h), or NULL: they are on the heap */
+    size_t tables_map_size;
     TokenIds special;           /* the post-processor's ids: n_prefix to put before a text, the rest after it */
     size_t n_prefix;
     PieceCache cache;
@@ -515,19 +503,15 @@ static int load_vocab(Tokenizer *t, const JsonValue *vocab, const int16_t *char_
     return rc;
 }
 
-/* Lists the added tokens, sorted by content, and puts them into the token
- * table.
- *
- * Hugging Face's tokenizers numbers the added tokens itself, in the order
- * of the file, and only warns when tokenizer.json says otherwise: one that
- * is a vocabulary token (spelled alike) has that token's id; any other takes
- * the number of vocabulary entries, or one more than the largest added id
- * so far when that is larger. A file with other ids is refused. */
-static int load_added(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, const bool *shared,
-                      const int16_t *char_byte, Error *e) {
+/* Lists the added tokens (checked by check_added), sorted by content. */
+static int index_added(Tokenizer *t, const JsonValue *added, Error *e) {
     char buf[48];
     size_t text_len = 0;
-    for (size_t i = 0; i < added->len; i++) text_len += json_get(&added->items[i], "content")->len;
+    for (size_t i = 0; i < added->len; i++) {
+        text_len += json_get(&added->items[i], "content")->len;
+        int64_t id = json_get(&added->items[i], "id")->number.integer;
+        if (id >= t->vocab_size) return fail(e, "added token %zu: id %lld is past the vocabulary", i, (long long)id);
+    }
     if (text_len > UINT32_MAX) return fail(e, "the added tokens are too long");
     t->added = xmalloc((added->len + 1) * sizeof *t->added);
     t->added_text = xmalloc(text_len + 1);
@@ -553,9 +537,23 @@ static int load_added(Tokenizer *t, const JsonValue *vocab, const JsonValue *add
     for (size_t i = 1; i < added->len; i++)
         if (compare_added(&t->added[i - 1], &t->added[i]) == 0)
             return fail(e, "added token '%s' is given twice", shown(t->added[i].content, t->added[i].len, buf));
+    return 0;
+}
 
-    /* Hugging Face's numbering, in the order of the file, and each token's
-     * bytes (but for one that is a vocabulary token: those are there). */
+/* Checks the added tokens' ids and puts their bytes into the token table.
+ *
+ * Hugging Face's tokenizers numbers the added tokens itself, in the order
+ * of the file, and only warns when tokenizer.json says otherwise: one that
+ * is a vocabulary token (spelled alike) has that token's id; any other takes
+ * the number of vocabulary entries, or one more than the largest added id
+ * so far when that is larger. A file with other ids is refused. */
+static int number_added(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, const bool *shared,
+                        const int16_t *char_byte, Error *e) {
+    char buf[48];
+    size_t text_len = 0;
+    for (size_t i = 0; i < added->len; i++) text_len += json_get(&added->items[i], "content")->len;
+    /* In the order of the file, each token's bytes (but for one that is a
+     * vocabulary token: those are there). */
     char *bytes = xmalloc(text_len + 1);
     int64_t largest = -1;  /* the largest added id so far */
     int rc = 0;
@@ -789,37 +787,92 @@ static void make_pieces(Tokenizer *t) {
     t->piece_bytes = all.text;
 }
 
-Tokenizer *tokenizer_load(const char *path, Error *e) {
-    JsonDoc doc;
-    if (json_parse_file(&doc, path, e) != 0) return NULL;
-    Tokenizer *t = xcalloc(1, sizeof *t);
+/* The vocabulary's tables from tokenizer.json: the tokens, the vocabulary
+ * and the added tokens, and the merges after the post-processor (the order
+ * of the checks, and so of the first error a broken file reports). */
+static int build_vocab(Tokenizer *t, const JsonValue *vocab, const JsonValue *added, const int16_t *char_byte,
+                       Error *e) {
+    bool *shared = xcalloc(added->len + 1, sizeof *shared);
+    int rc = lay_out_tokens(t, vocab, added, char_byte, shared, e);
+    if (rc == 0) rc = load_vocab(t, vocab, char_byte, e);
+    if (rc == 0) rc = index_added(t, added, e);
+    if (rc == 0) rc = number_added(t, vocab, added, shared, char_byte, e);
+    free(shared);
+    return rc;
+}
+
+/* The tables as a prepared tokenizer holds them. */
+static TokenTables tables_of(const Tokenizer *t) {
+    TokenTables tab = {
+        .vocab_size = t->vocab_size, .bpe_vocab_size = t->bpe_vocab_size, .byte_level = t->byte_level,
+        .start = t->start, .bytes = t->bytes, .vocab = t->vocab, .vocab_slots = t->vocab_mask + 1,
+        .merges = t->merges, .merge_slots = t->merge_mask + 1, .piece_start = t->piece_start,
+        .piece_bytes = t->piece_bytes};
+    memcpy(tab.byte_token, t->byte_token, sizeof tab.byte_token);
+    return tab;
+}
+
+/* Takes the tables of a prepared tokenizer (a read-only mapping: nothing
+ * writes to the tables once they are loaded), then lists the added tokens
+ * (their bytes are in the tables). */
+static int use_tables(Tokenizer *t, const TokenTables *tab, const JsonValue *added, Error *e) {
+    bool sound = tab->byte_level == t->byte_level && (tab->piece_start != NULL) == !t->byte_level;
+    for (int b = 0; b < 256 && sound && t->byte_level; b++) sound = tab->byte_token[b] >= 0;
+    if (!sound) return fail(e, "the prepared tokenizer does not fit the pipeline");
+    for (size_t i = 0; i < added->len; i++)
+        if (check_added(&added->items[i], i, e) != 0) return -1;
+    t->vocab_size = tab->vocab_size;
+    t->bpe_vocab_size = tab->bpe_vocab_size;
+    memcpy(t->byte_token, tab->byte_token, sizeof t->byte_token);
+    t->start = (uint32_t *)tab->start;
+    t->bytes = (char *)tab->bytes;
+    t->vocab = (VocabSlot *)tab->vocab;
+    t->vocab_mask = tab->vocab_slots - 1;
+    t->merges = (Merge *)tab->merges;
+    t->merge_mask = tab->merge_slots - 1;
+    t->piece_start = (uint32_t *)tab->piece_start;
+    t->piece_bytes = (char *)tab->piece_bytes;
+    return index_added(t, added, e);
+}
+
+/* Reads the parsed tokenizer.json into t: its tables from `tables` when
+ * given (then the JSON has no model.vocab and model.merges), else from
+ * the JSON. */
+static int read_tokenizer(Tokenizer *t, const JsonValue *root, const TokenTables *tables, Error *e) {
     int16_t alphabet[ALPHABET_END];
     make_byte_level_alphabet(t->byte_char, alphabet);
-    const JsonValue *model = json_get(&doc.root, "model"), *vocab = json_get(model, "vocab"),
-                    *added = json_get(&doc.root, "added_tokens");
+    const JsonValue *model = json_get(root, "model"), *vocab = json_get(model, "vocab"),
+                    *added = json_get(root, "added_tokens");
     const JsonValue no_added = {.type = JSON_ARRAY};
-    Error why;
-    int rc = read_pipeline(t, &doc.root, &why);
-    if (rc == 0 && (!vocab || vocab->type != JSON_OBJECT)) rc = fail(&why, "no \"model.vocab\" object");
+    int rc = read_pipeline(t, root, e);
+    if (rc == 0 && !tables && (!vocab || vocab->type != JSON_OBJECT)) rc = fail(e, "no \"model.vocab\" object");
     if (rc == 0 && !json_is_null(added) && added->type != JSON_ARRAY)
-        rc = fail(&why, "\"added_tokens\" is %s, not an array", json_type_name(added->type));
+        rc = fail(e, "\"added_tokens\" is %s, not an array", json_type_name(added->type));
     if (json_is_null(added)) added = &no_added;
-    bool *shared = xcalloc(added->len + 1, sizeof *shared);
     const int16_t *char_byte = t->byte_level ? alphabet : NULL;
-    if (rc == 0) rc = lay_out_tokens(t, vocab, added, char_byte, shared, &why);
-    if (rc == 0) rc = load_vocab(t, vocab, char_byte, &why);
-    if (rc == 0) rc = load_added(t, vocab, added, shared, char_byte, &why);
-    free(shared);
-    if (rc == 0) rc = read_unk(t, json_get(model, "unk_token"), &why);
-    if (rc == 0) rc = read_post_processor(t, json_get(&doc.root, "post_processor"), &why);
-    if (rc == 0) rc = load_merges(t, json_get(model, "merges"), char_byte, &why);
+    if (rc == 0) rc = tables ? use_tables(t, tables, added, e) : build_vocab(t, vocab, added, char_byte, e);
+    if (rc == 0) rc = read_unk(t, json_get(model, "unk_token"), e);
+    if (rc == 0) rc = read_post_processor(t, json_get(root, "post_processor"), e);
+    if (rc == 0 && !tables) rc = load_merges(t, json_get(model, "merges"), char_byte, e);
     normalizer_own(&t->normalizer);
     pretokenizer_own(&t->pre_tokenizer);
     decoder_own(&t->decoder);
+    if (rc == 0 && !tables && !t->byte_level) make_pieces(t);
+    return rc;
+}
+
+/* A tokenizer from tokenizer.json's bytes text[0..len), with the tables of
+ * a prepared tokenizer when `tables` is given (NULL when they do not fit). */
+static Tokenizer *tokenizer_parse(const char *text, size_t len, const TokenTables *tables, Error *e) {
+    static const char *const from_tables[] = {"model.vocab", "model.merges", NULL};
+    JsonDoc doc;
+    if (json_parse_except(&doc, text, len, tables ? from_tables : NULL, e) != 0) return NULL;
+    Tokenizer *t = xcalloc(1, sizeof *t);
+    int rc = read_tokenizer(t, &doc.root, tables, e);
     json_free(&doc);
-    if (rc == 0 && !t->byte_level) make_pieces(t);
     if (rc != 0) {
-        fail(e, "%s: %s", path, why.msg);
+        if (tables) t->start = NULL, t->bytes = NULL, t->vocab = NULL, t->merges = NULL, t->piece_start = NULL,
+                    t->piece_bytes = NULL;  /* the mapping's, not to be freed */
         tokenizer_free(t);
         return NULL;
     }
@@ -829,17 +882,57 @@ Tokenizer *tokenizer_load(const char *path, Error *e) {
     return t;
 }
 
+/* Loads the tokenizer.json at path; with `prepared`, its tables come from
+ * the prepared tokenizer when one is up to date, else they are built and
+ * written for the next start (when that fails, the next start builds them
+ * again: nothing else changes). */
+static Tokenizer *load(const char *path, bool prepared, Error *e) {
+    const void *text;
+    size_t len;
+    if (json_map_file(path, &text, &len, e) != 0) return NULL;
+    uint64_t key = prepared ? tokenizer_cache_key(text, len) : 0;
+    TokenTables tables;
+    const void *map = NULL;
+    size_t map_size = 0;
+    Error why, unused;
+    bool found = prepared && tokenizer_cache_find(&tables, &map, &map_size, path, key, &unused) == 0;
+    Tokenizer *t = found ? tokenizer_parse(text ? text : "", len, &tables, &why) : NULL;
+    if (t) {
+        t->tables_map = map;
+        t->tables_map_size = map_size;
+    } else {
+        /* No prepared tokenizer, or one that does not fit this file. */
+        if (found) unmap_file(map, map_size);
+        t = tokenizer_parse(text ? text : "", len, NULL, &why);
+        if (t && prepared) {
+            TokenTables made = tables_of(t);
+            tokenizer_cache_write(path, key, &made, &unused);
+        }
+    }
+    unmap_file(text, len);
+    if (!t) fail(e, "%s: %s", path, why.msg);
+    return t;
+}
+
+Tokenizer *tokenizer_load(const char *path, Error *e) { return load(path, false, e); }
+
+Tokenizer *tokenizer_load_prepared(const char *path, Error *e) { return load(path, true, e); }
+
 void tokenizer_free(Tokenizer *t) {
     if (!t) return;
     normalizer_free(&t->normalizer);
     pretokenizer_free(&t->pre_tokenizer);
     decoder_free(&t->decoder);
-    free(t->piece_bytes);
-    free(t->piece_start);
-    free(t->bytes);
-    free(t->start);
-    free(t->vocab);
-    free(t->merges);
+    if (t->tables_map) {
+        unmap_file(t->tables_map, t->tables_map_size);
+    } else {
+        free(t->piece_bytes);
+        free(t->piece_start);
+        free(t->bytes);
+        free(t->start);
+        free(t->vocab);
+        free(t->merges);
+    }
     free(t->added);
     free(t->is_special);
     free(t->added_text);

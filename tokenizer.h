@@ -47,6 +47,12 @@ typedef struct Tokenizer Tokenizer;
 /* Loads a tokenizer.json. On failure returns NULL with one line in e that
  * names the file and what is wrong with it. */
 Tokenizer *tokenizer_load(const char *path, Error *e);
+
+/* As tokenizer_load, with the prepared tokenizer (tokenizer_cache.h): the
+ * vocabulary's tables are mapped from it when it is up to date, else built
+ * from the JSON and written to it for the next start. The same tokenizer
+ * either way. */
+Tokenizer *tokenizer_load_prepared(const char *path, Error *e);
 void tokenizer_free(Tokenizer *t);
 
 /* Ids run from 0 to tokenizer_vocab_size() - 1 (the largest id + 1); an id

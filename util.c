@@ -230,6 +230,16 @@ uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+uint64_t mix64_bytes(uint64_t h, const void *p, size_t n) {
+    const unsigned char *bytes = p;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t word = 0;
+        memcpy(&word, bytes + i, n - i < 8 ? n - i : 8);
+        h = mix64(h ^ word);
+    }
+    return mix64(h ^ n);
+}
+
 int hex_digit(int c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;

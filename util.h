@@ -78,6 +78,10 @@ size_t memory_limit(void);
  * hashes, are made with it. */
 uint64_t mix64(uint64_t x);
 
+/* Mixes the n bytes at p into the hash h, 8 at a time with mix64, then
+ * their number: for keys and names of files, not for speed. */
+uint64_t mix64_bytes(uint64_t h, const void *p, size_t n);
+
 /* Seconds on a monotonic clock, for timing. */
 double now_seconds(void);
 

@@ -227,6 +227,169 @@ static void test_big(void) {
     free(text);
 }
 
+/* Whether two trees hold the same values, with the same keys in the same order. */
+static bool same_tree(const JsonValue *a, const JsonValue *b) {
+    if (a->type != b->type || a->len != b->len) return false;
+    switch (a->type) {
+    case JSON_NULL: return true;
+    case JSON_BOOL: return a->boolean == b->boolean;
+    case JSON_NUMBER:
+        return a->number.value == b->number.value && a->number.is_integer == b->number.is_integer &&
+               a->number.integer == b->number.integer;
+    case JSON_STRING: return memcmp(a->string, b->string, a->len) == 0;
+    case JSON_ARRAY:
+        for (size_t i = 0; i < a->len; i++)
+            if (!same_tree(&a->items[i], &b->items[i])) return false;
+        return true;
+    case JSON_OBJECT:
+        for (size_t i = 0; i < a->len; i++) {
+            const JsonMember *x = &a->members[i], *y = &b->members[i];
+            if (x->key_len != y->key_len || memcmp(x->key, y->key, x->key_len) != 0) return false;
+            if (!same_tree(&x->value, &y->value)) return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* json_parse_except of text without skip gives the tree json_parse gives of want. */
+static void skip_gives(const char *text, const char *const *skip, const char *want) {
+    JsonDoc got, expect;
+    Error e;
+    int rc = json_parse_except(&got, text, strlen(text), skip, &e);
+    CHECK(rc == 0, "json_parse_except accepts %s (%s)", text, rc ? e.msg : "");
+    if (rc != 0) return;
+    CHECK(parse(&expect, want, &e) == 0, "the expected tree %s parses", want);
+    CHECK(same_tree(&got.root, &expect.root), "%s without %s%s is %s", text, skip && skip[0] ? skip[0] : "nothing",
+          skip && skip[0] && skip[1] ? ", ..." : "", want);
+    json_free(&got);
+    json_free(&expect);
+}
+
+static void test_skip(void) {
+    const char *doc = "{\"a\": {\"b\": [1, 2], \"c\": \"x\", \"d\": {\"e\": null}}, \"f\": 3}";
+    skip_gives(doc, (const char *const[]){"a.b", NULL}, "{\"a\": {\"c\": \"x\", \"d\": {\"e\": null}}, \"f\": 3}");
+    skip_gives(doc, (const char *const[]){"a.c", NULL}, "{\"a\": {\"b\": [1, 2], \"d\": {\"e\": null}}, \"f\": 3}");
+    skip_gives(doc, (const char *const[]){"a.d", NULL}, "{\"a\": {\"b\": [1, 2], \"c\": \"x\"}, \"f\": 3}");
+    skip_gives(doc, (const char *const[]){"a.d.e", NULL}, "{\"a\": {\"b\": [1, 2], \"c\": \"x\", \"d\": {}}, \"f\": 3}");
+    skip_gives(doc, (const char *const[]){"f", NULL}, "{\"a\": {\"b\": [1, 2], \"c\": \"x\", \"d\": {\"e\": null}}}");
+    skip_gives(doc, (const char *const[]){"a", NULL}, "{\"f\": 3}");
+    skip_gives(doc, (const char *const[]){"a.b", "a.d", "f", NULL}, "{\"a\": {\"c\": \"x\"}}");
+    skip_gives(doc, (const char *const[]){"a", "a.b", NULL}, "{\"f\": 3}");
+    /* Paths that match nothing: absent names, a prefix, a longer path, a path
+     * through an array, a path of the root itself. */
+    skip_gives(doc, (const char *const[]){"zz", "a.zz", "a.b.c", "a.b.0", "", "ab", "a.", ".a", NULL}, doc);
+    skip_gives(doc, (const char *const[]){NULL}, doc);
+    skip_gives(doc, NULL, doc);
+    /* An array breaks the path: no member inside one is skipped, not even by
+     * a path with an empty name in the array's place. */
+    skip_gives("{\"a\": [{\"b\": 1, \"c\": 2}], \"b\": 3}", (const char *const[]){"a.b", "a..b", "b", NULL},
+               "{\"a\": [{\"b\": 1, \"c\": 2}]}");
+    skip_gives("[{\"a\": 1}]", (const char *const[]){"a", NULL}, "[{\"a\": 1}]");
+    skip_gives("\"a\"", (const char *const[]){"a", NULL}, "\"a\"");
+    /* A repeated member is skipped every time. */
+    skip_gives("{\"a\": 1, \"b\": 2, \"a\": {\"x\": []}}", (const char *const[]){"a", NULL}, "{\"b\": 2}");
+    /* Names are compared decoded and whole; a name may hold a dot, but no
+     * path can name it. */
+    skip_gives("{\"m\\u006fdel\": {\"vocab\": {\"\\u00e9\\n\": 1}, \"x\": 1}}", (const char *const[]){"model.vocab", NULL},
+               "{\"model\": {\"x\": 1}}");
+    skip_gives("{\"a.b\": 1, \"a\": {\"b\": 2, \"bc\": 3}}", (const char *const[]){"a.b", NULL},
+               "{\"a.b\": 1, \"a\": {\"bc\": 3}}");
+    /* Everything valid inside a skipped value is accepted: escapes, surrogate
+     * pairs, raw UTF-8, long numbers, the deepest nesting allowed. */
+    skip_gives("{\"v\": [\"\\\"\\\\\\/\\b\\f\\n\\r\\t\", \"\\uD83D\\uDE00\", \"\xe4\xbd\xa0\", "
+               "123456789012345678901234567890123456789012345678901234567890123456789e-5, -0.5E+3, true, false, "
+               "null, {}, []], \"w\": 0}",
+               (const char *const[]){"v", NULL}, "{\"w\": 0}");
+    char deep[2 * JSON_MAX_DEPTH + 32];
+    size_t n = JSON_MAX_DEPTH - 1;  /* the value of v is at depth 1 */
+    strcpy(deep, "{\"v\": ");
+    memset(deep + 6, '[', n);
+    memset(deep + 6 + n, ']', n);
+    strcpy(deep + 6 + 2 * n, ", \"w\": 0}");
+    skip_gives(deep, (const char *const[]){"v", NULL}, "{\"w\": 0}");
+}
+
+/* A skipped value is checked as json_parse checks it: the same documents are
+ * refused, with the same error at the same line and column. */
+static void refused_alike(const char *text, size_t len, const char *what) {
+    const char *const skip[] = {"model.vocab", "model.merges", NULL};
+    JsonDoc doc;
+    Error whole = {{0}}, part = {{0}};
+    int rc_whole = json_parse(&doc, text, len, &whole);
+    int rc_part = json_parse_except(&doc, text, len, skip, &part);
+    CHECK(rc_whole == -1 && rc_part == -1, "both refuse %.*s", (int)len, text);
+    CHECK(strcmp(whole.msg, part.msg) == 0, "same error for %.*s ('%s' and '%s')", (int)len, text, whole.msg,
+          part.msg);
+    if (what) CHECK(strstr(whole.msg, what) != NULL, "error for %.*s names '%s' (got '%s')", (int)len, text, what,
+                    whole.msg);
+}
+
+static void test_skip_errors(void) {
+    struct {
+        const char *value, *what;
+    } cases[] = {
+        {"\"\xff\"", "line 1, column 22: invalid UTF-8"},
+        {"{\"\xc0\xaf\": 1}", "line 1, column 23: invalid UTF-8"},
+        {"[\"a\\n\", \"\xed\xa0\x80\"]", "line 1, column 30: invalid UTF-8"},
+        {"[\"\\uD800\"]", "line 1, column 23: high surrogate"},
+        {"[\"\\uD800\\u0041\"]", "high surrogate"},
+        {"\"\\uDC00\"", "line 1, column 22: lone low surrogate"},
+        {"\"a\tb\"", "line 1, column 23: control character"},
+        {"[1,\n \"a\nb\"]", "line 2, column 4: control character"},
+        {"\"a\\x\"", "line 1, column 23: unknown escape"},
+        {"{\"\\u12G4\": 1}", "line 1, column 23: bad \\u escape"},
+        {"[1.]", "line 1, column 22: bad number (digit expected after '.')"},
+        {"[-]", "line 1, column 22: bad number"},
+        {"1e+", "digit expected in exponent"},
+        {"01", "line 1, column 22: expected ',' or '}'"},
+        {"[1, 2,]", "line 1, column 27: unexpected character"},
+        {"{\"a\": 1,}", "line 1, column 29: expected a string key"},
+        {"{\"a\" 1}", "expected ':' after key"},
+        {"[tru]", "unexpected character"},
+        {"[1 2]", "expected ',' or ']'"},
+    };
+    char text[128];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = snprintf(text, sizeof text, "{\"model\": {\"vocab\": %s, \"x\": 1}}", cases[i].value);
+        refused_alike(text, (size_t)n, cases[i].what);
+    }
+    /* Too deep inside a skipped value (its value is at depth 2). */
+    char deep[JSON_MAX_DEPTH + 64];
+    int n = sprintf(deep, "{\"model\": {\"merges\": ");
+    memset(deep + n, '[', JSON_MAX_DEPTH - 1);
+    refused_alike(deep, (size_t)n + JSON_MAX_DEPTH - 1, "line 1, column 276: nesting too deep");
+    /* Cut anywhere, a document with skipped values is refused alike:
+     * unterminated strings, numbers, words, containers. */
+    const char *whole = "{\"model\": {\"vocab\": {\"a\\u00e9\": 1.5e3, \"b\": [true, null, \"c\\\"d\"]},\n"
+                        " \"merges\": [\"x y\", [\"z\", \"w\"]], \"x\": false}}";
+    for (size_t cut = 0; cut < strlen(whole); cut++) refused_alike(whole, cut, NULL);
+}
+
+/* A big skipped value leaves nothing in the tree. (That nothing of it is
+ * allocated cannot be seen from here: json.h keeps the arena's blocks opaque.) */
+static void test_skip_big(void) {
+    enum { N = 100000 };
+    char *text = xmalloc((size_t)N * 48 + 64);
+    size_t n = (size_t)sprintf(text, "{\"model\": {\"vocab\": {");
+    for (int i = 0; i < N; i++)
+        n += (size_t)sprintf(text + n, "%s\"tok\\u00e9n_%d\\n\": [%d, \"%d.5\"]", i ? ", " : "", i, i, i);
+    n += (size_t)sprintf(text + n, "}, \"x\": 1}}");
+    CHECK(n > 4000000, "the big document has %zu bytes", n);
+    JsonDoc doc, want;
+    Error e;
+    const char *const skip[] = {"model.vocab", NULL};
+    CHECK(json_parse_except(&doc, text, n, skip, &e) == 0, "big document parses without model.vocab");
+    CHECK(parse(&want, "{\"model\": {\"x\": 1}}", &e) == 0, "the expected tree parses");
+    CHECK(same_tree(&doc.root, &want.root), "big document without model.vocab is {\"model\": {\"x\": 1}}");
+    json_free(&doc);
+    json_free(&want);
+    CHECK(json_parse(&doc, text, n, &e) == 0 && json_get(json_get(&doc.root, "model"), "vocab")->len == N,
+          "json_parse keeps all %d members of model.vocab", N);
+    json_free(&doc);
+    free(text);
+}
+
 int main(void) {
     test_scalars();
     test_numbers();
@@ -236,5 +399,8 @@ int main(void) {
     test_invalid();
     test_valid_misc();
     test_big();
+    test_skip();
+    test_skip_errors();
+    test_skip_big();
     return test_summary("test_json");
 }

