@@ -54,6 +54,7 @@ typedef struct {
      * names what is open in the container at depth d. */
     const char *const *skip;
     int skip_depth;
+    JsonSpan *spans;           /* [number of skip paths]: where each one's value lay, or NULL */
     PathName path[JSON_MAX_DEPTH];
     /* Inside a skipped value: everything is checked, nothing is kept. The
      * strings with escapes are decoded into scratch, reused. */
@@ -378,16 +379,16 @@ static bool path_is(const Parser *ps, int depth, const char *path) {
     }
 }
 
-/* Notes key as the name open in the object at depth, and tells whether the
- * member's path is one to skip. */
-static bool member_skipped(Parser *ps, int depth, const char *key, size_t len) {
-    if (depth >= ps->skip_depth) return false;
+/* Notes key as the name open in the object at depth, and tells which skip
+ * path the member's is (its index), or -1 when none. */
+static int member_skipped(Parser *ps, int depth, const char *key, size_t len) {
+    if (depth >= ps->skip_depth) return -1;
     ps->path[depth] = (PathName){key, len};
     for (int d = 0; d < depth; d++)
-        if (!ps->path[d].name) return false;  /* inside an array: no path reaches it */
-    for (const char *const *s = ps->skip; *s; s++)
-        if (path_is(ps, depth, *s)) return true;
-    return false;
+        if (!ps->path[d].name) return -1;  /* inside an array: no path reaches it */
+    for (int i = 0; ps->skip[i]; i++)
+        if (path_is(ps, depth, ps->skip[i])) return i;
+    return -1;
 }
 
 /* One child of the container open at depth: an array's value, or an
@@ -407,14 +408,18 @@ static int parse_child(Parser *ps, size_t base, int depth, bool object) {
     skip_space(ps);
     if (ps->p >= ps->end || *ps->p != ':') return error_at(ps, ps->p, "expected ':' after key");
     ps->p++;
-    /* A skipped member's value is parsed in discard mode, and not added. */
-    bool keep = !ps->discard && !member_skipped(ps, depth, m.key, m.key_len);
-    bool outer = ps->discard;
+    /* A skipped member's value is parsed in discard mode, not added, and
+     * where it lay noted. */
+    int skipped = ps->discard ? -1 : member_skipped(ps, depth, m.key, m.key_len);
+    bool keep = !ps->discard && skipped < 0, outer = ps->discard;
     ps->discard = !keep;
+    skip_space(ps);
+    size_t start = (size_t)(ps->p - ps->start);
     int rc = parse_value(ps, &m.value, depth + 1);
     ps->discard = outer;
     if (rc != 0) return -1;
     if (keep) add_child(ps, base, depth, &m, sizeof m);
+    if (skipped >= 0 && ps->spans) ps->spans[skipped] = (JsonSpan){start, (size_t)(ps->p - ps->start)};
     return 0;
 }
 
@@ -494,11 +499,13 @@ static int path_names(const char *path) {
     return n;
 }
 
-int json_parse_except(JsonDoc *doc, const char *text, size_t len, const char *const *skip, Error *e) {
-    Parser ps = {.start = text, .p = text, .end = text + len, .skip = skip, .e = e};
-    for (; skip && *skip; skip++) {
-        int n = path_names(*skip);
+int json_parse_except(JsonDoc *doc, const char *text, size_t len, const char *const *skip, JsonSpan *spans,
+                      Error *e) {
+    Parser ps = {.start = text, .p = text, .end = text + len, .skip = skip, .spans = spans, .e = e};
+    for (int i = 0; skip && skip[i]; i++) {
+        int n = path_names(skip[i]);
         if (n > ps.skip_depth) ps.skip_depth = n;
+        if (spans) spans[i] = (JsonSpan){0, 0};
     }
     int rc = parse_value(&ps, &doc->root, 0);
     if (rc == 0) {
@@ -518,7 +525,7 @@ int json_parse_except(JsonDoc *doc, const char *text, size_t len, const char *co
 }
 
 int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e) {
-    return json_parse_except(doc, text, len, NULL, e);
+    return json_parse_except(doc, text, len, NULL, NULL, e);
 }
 
 void json_free(JsonDoc *doc) {

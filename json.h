@@ -66,8 +66,14 @@ int json_parse(JsonDoc *doc, const char *text, size_t len, Error *e);
  * to the same rules, so a document is accepted or refused exactly as
  * json_parse would, with the same error; nothing of the value is allocated,
  * so skipping a big one saves its memory and time. A NULL or empty skip
- * parses everything. */
-int json_parse_except(JsonDoc *doc, const char *text, size_t len, const char *const *skip, Error *e);
+ * parses everything. When spans is not NULL, spans[i] tells where the value
+ * of skip[i] lay in text (its last copy; {0, 0} when there is none). */
+typedef struct {
+    size_t start, end;         /* the value is text[start .. end) */
+} JsonSpan;
+
+int json_parse_except(JsonDoc *doc, const char *text, size_t len, const char *const *skip, JsonSpan *spans,
+                      Error *e);
 
 void json_free(JsonDoc *doc);
 

@@ -223,9 +223,10 @@ void moe_scratch_init(MoeScratch *s, const Config *c, int max_tokens) {
 }
 
 void moe_scratch_free(MoeScratch *s) {
-    void *bufs[] = {s->probs, s->chosen, s->weight, s->first_row, s->next_row, s->token_of, s->weight_of, s->x, s->gate, s->up, s->y, s->products,
-                    s->candidates};
+    void *bufs[] = {s->chosen, s->weight, s->first_row, s->next_row, s->token_of, s->weight_of, s->products, s->candidates};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    float *aligned[] = {s->probs, s->x, s->gate, s->up, s->y};
+    for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) xfree_aligned(aligned[i]);
     memset(s, 0, sizeof *s);
 }
 

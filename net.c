@@ -432,7 +432,7 @@ static void alloc_state(Model *m) {
 static void free_state(RunState *s) {
     float *bufs[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->out, s->gate, s->up, s->inv_freq,
                      s->rope_cos, s->rope_sin, s->local_inv_freq, s->local_cos, s->local_sin, s->scratch, s->logits};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) xfree_aligned(bufs[i]);
     moe_scratch_free(&s->moe);
     memset(s, 0, sizeof *s);
 }
@@ -597,6 +597,8 @@ static int load_prepared(Model *m, const ModelOptions *opt, Error *e) {
     return load_weights(m, &again, e);
 }
 
+static void map_pages_part(void *arg, int part, int n_parts) { prepared_map_pages(arg, part, n_parts); }
+
 int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
     if (model_open(m, model, opt, e) != 0) return -1;
     m->pool = pool_new(opt->threads > 0 ? opt->threads : cpu_count());
@@ -605,6 +607,8 @@ int model_load(Model *m, const char *model, const ModelOptions *opt, Error *e) {
         model_free(m);
         return -1;
     }
+    /* The prepared weights' pages mapped now, by all the threads. */
+    if (m->prepared.mapped) pool_run(m->pool, map_pages_part, &m->prepared);
     alloc_state(m);
     return 0;
 }
@@ -900,7 +904,7 @@ static void soft_cap_logits(const Config *c, float *logits, size_t n) {
 static void reserve_logits(Model *m, int rows) {
     RunState *s = &m->state;
     if (rows <= s->logits_rows) return;
-    free(s->logits);
+    xfree_aligned(s->logits);
     s->logits = xcalloc_aligned((size_t)rows * m->config.vocab_size, sizeof(float));
     s->logits_rows = rows;
 }

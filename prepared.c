@@ -212,6 +212,17 @@ void prepared_warm(const PreparedFile *f) {
     (void)sink;
 }
 
+void prepared_map_pages(const PreparedFile *f, int part, int n_parts) {
+#ifdef MADV_POPULATE_READ
+    size_t unit = (size_t)2 << 20, units = (f->size + unit - 1) / unit;
+    size_t from = units * (size_t)part / (size_t)n_parts * unit, to = units * (size_t)(part + 1) / (size_t)n_parts * unit;
+    if (to > f->size) to = f->size;
+    if (f->mapped && to > from) madvise((void *)(f->map + from), to - from, MADV_POPULATE_READ);  /* a hint: failure is harmless */
+#else
+    (void)f, (void)part, (void)n_parts;
+#endif
+}
+
 void prepared_close(PreparedFile *f) {
     if (f->mapped) munmap((void *)f->map, f->size);
     free(f->path);

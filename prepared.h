@@ -84,6 +84,13 @@ int prepared_check_end(const PreparedFile *f, Error *e);
 
 void prepared_close(PreparedFile *f);
 
+/* Maps part `part` of n_parts of the file's pages into this process at
+ * once (Linux's MADV_POPULATE_READ; elsewhere nothing), so that threads
+ * can share the work: a load does it because every token reads every
+ * weight, and one call maps the pages for a fraction of what a fault on
+ * each costs (a 1 GB file: ~10 ms against ~50 ms here). */
+void prepared_map_pages(const PreparedFile *f, int part, int n_parts);
+
 /* Reads every page of a mapped file into memory now (the page cache, in
  * 2 MB pages where the kernel can), so that the next run finds it there:
  * `run prepare` after writing one. */

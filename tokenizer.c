@@ -861,12 +861,14 @@ static int read_tokenizer(Tokenizer *t, const JsonValue *root, const TokenTables
     return rc;
 }
 
-/* A tokenizer from tokenizer.json's bytes text[0..len), with the tables of
- * a prepared tokenizer when `tables` is given (NULL when they do not fit). */
+/* The members of tokenizer.json that the prepared tables stand for. */
+static const char *const IN_TABLES[] = {"model.vocab", "model.merges", NULL};
+
+/* A tokenizer from tokenizer.json's text[0..len), or with `tables` from
+ * the rest of it that a prepared tokenizer holds. */
 static Tokenizer *tokenizer_parse(const char *text, size_t len, const TokenTables *tables, Error *e) {
-    static const char *const from_tables[] = {"model.vocab", "model.merges", NULL};
     JsonDoc doc;
-    if (json_parse_except(&doc, text, len, tables ? from_tables : NULL, e) != 0) return NULL;
+    if (json_parse_except(&doc, text, len, tables ? IN_TABLES : NULL, NULL, e) != 0) return NULL;
     Tokenizer *t = xcalloc(1, sizeof *t);
     int rc = read_tokenizer(t, &doc.root, tables, e);
     json_free(&doc);
@@ -882,33 +884,64 @@ static Tokenizer *tokenizer_parse(const char *text, size_t len, const TokenTable
     return t;
 }
 
-/* Loads the tokenizer.json at path; with `prepared`, its tables come from
- * the prepared tokenizer when one is up to date, else they are built and
- * written for the next start (when that fails, the next start builds them
- * again: nothing else changes). */
+/* Writes t's tables as the prepared tokenizer of the tokenizer.json at path,
+ * whose text[0..len) they were built from, with the rest of that text (the
+ * values of model.vocab and model.merges made null). Nothing is written
+ * when the file changed while it was read (its key is not `key` then). */
+static void write_prepared(const Tokenizer *t, const char *path, uint64_t key, const char *text, size_t len) {
+    JsonSpan spans[2];
+    JsonDoc doc;
+    Error unused;
+    uint64_t key_now;
+    if (json_parse_except(&doc, text, len, IN_TABLES, spans, &unused) != 0 || tokenizer_cache_key(path, &key_now) != 0 ||
+        key_now != key)
+        return;
+    json_free(&doc);
+    /* The text between the cut values, in the order they come. */
+    int first = spans[0].start <= spans[1].start ? 0 : 1;
+    const JsonSpan *cuts[2] = {&spans[first], &spans[1 - first]};
+    Bytes rest = {0};
+    size_t at = 0;
+    for (int i = 0; i < 2; i++) {
+        if (cuts[i]->end == 0) continue;  /* not there */
+        bytes_add(&rest, text + at, cuts[i]->start - at);
+        bytes_add(&rest, "null", 4);
+        at = cuts[i]->end;
+    }
+    bytes_add(&rest, text + at, len - at);
+    TokenTables made = tables_of(t);
+    made.rest = rest.text;
+    made.rest_len = rest.len;
+    tokenizer_cache_write(path, key, &made, &unused);
+    free(rest.text);
+}
+
+/* Loads the tokenizer.json at path; with `prepared`, from the prepared
+ * tokenizer when one is up to date (tokenizer.json is then not read), else
+ * from the JSON, writing the prepared tokenizer for the next start (when
+ * that fails, the next start reads the JSON again: nothing else changes). */
 static Tokenizer *load(const char *path, bool prepared, Error *e) {
+    uint64_t key;
+    prepared = prepared && tokenizer_cache_key(path, &key) == 0;
+    TokenTables tables;
+    const void *map;
+    size_t map_size;
+    Error unused;
+    if (prepared && tokenizer_cache_find(&tables, &map, &map_size, path, key, &unused) == 0) {
+        Tokenizer *t = tokenizer_parse(tables.rest, tables.rest_len, &tables, &unused);
+        if (t) {
+            t->tables_map = map;
+            t->tables_map_size = map_size;
+            return t;
+        }
+        unmap_file(map, map_size);  /* it does not fit the JSON it holds: made again */
+    }
     const void *text;
     size_t len;
     if (json_map_file(path, &text, &len, e) != 0) return NULL;
-    uint64_t key = prepared ? tokenizer_cache_key(text, len) : 0;
-    TokenTables tables;
-    const void *map = NULL;
-    size_t map_size = 0;
-    Error why, unused;
-    bool found = prepared && tokenizer_cache_find(&tables, &map, &map_size, path, key, &unused) == 0;
-    Tokenizer *t = found ? tokenizer_parse(text ? text : "", len, &tables, &why) : NULL;
-    if (t) {
-        t->tables_map = map;
-        t->tables_map_size = map_size;
-    } else {
-        /* No prepared tokenizer, or one that does not fit this file. */
-        if (found) unmap_file(map, map_size);
-        t = tokenizer_parse(text ? text : "", len, NULL, &why);
-        if (t && prepared) {
-            TokenTables made = tables_of(t);
-            tokenizer_cache_write(path, key, &made, &unused);
-        }
-    }
+    Error why;
+    Tokenizer *t = tokenizer_parse(text ? text : "", len, NULL, &why);
+    if (t && prepared) write_prepared(t, path, key, text ? text : "", len);
     unmap_file(text, len);
     if (!t) fail(e, "%s: %s", path, why.msg);
     return t;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "place.h"
@@ -17,7 +18,7 @@ enum { FLAG_BYTE_LEVEL = 1, FLAG_PIECES = 2, TABLE_ALIGN = 64 };
 /* Where each field of the header is. */
 enum {
     H_MAGIC = 0, H_VERSION = 8, H_FLAGS = 12, H_KEY = 16, H_SIZE = 24, H_VOCAB_SIZE = 32, H_BPE_VOCAB_SIZE = 36,
-    H_BYTES = 40, H_VOCAB_SLOTS = 48, H_MERGE_SLOTS = 56, H_PIECE_BYTES = 64, H_ZERO = 72
+    H_BYTES = 40, H_VOCAB_SLOTS = 48, H_MERGE_SLOTS = 56, H_PIECE_BYTES = 64, H_REST = 72, H_ZERO = 80
 };
 
 static uint32_t get_u32(const unsigned char *p) {
@@ -35,35 +36,32 @@ static uint64_t get_u64(const unsigned char *p) {
 static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, sizeof v); }
 static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, sizeof v); }
 
-/* Four lanes of multiply-xor over the words, so that hashing 10 MB takes
- * about a millisecond, then the lanes and the length mixed together. */
-uint64_t tokenizer_cache_key(const char *text, size_t len) {
-    uint64_t lane[4] = {0x72756e20746f6b31u, 0x9E3779B97F4A7C15u, 0xBF58476D1CE4E5B9u, 0x94D049BB133111EBu};
-    size_t i = 0;
-    for (; len - i >= 32; i += 32)
-        for (int k = 0; k < 4; k++) {
-            uint64_t word;
-            memcpy(&word, text + i + 8 * k, 8);
-            lane[k] = (lane[k] ^ word) * 0x9E3779B97F4A7C15u;
-            lane[k] ^= lane[k] >> 29;
-        }
-    uint64_t h = mix64_bytes(TOKENIZER_CACHE_VERSION, text + i, len - i);
-    for (int k = 0; k < 4; k++) h = mix64(h ^ lane[k]);
-    return mix64(h ^ len);
+static uint64_t hash_u64(uint64_t h, uint64_t v) { return mix64(h ^ mix64(v)); }
+
+int tokenizer_cache_key(const char *json_path, uint64_t *key) {
+    struct stat s;
+    if (stat(json_path, &s) != 0) return -1;
+    uint64_t h = 0x72756e20746f6b31u;  /* "run tok1" */
+    uint64_t fields[] = {TOKENIZER_CACHE_VERSION, (uint64_t)s.st_size, (uint64_t)s.st_mtim.tv_sec,
+                         (uint64_t)s.st_mtim.tv_nsec, (uint64_t)s.st_ino, (uint64_t)s.st_dev};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) h = hash_u64(h, fields[i]);
+    *key = h;
+    return 0;
 }
 
 /* ---- the layout of the tables ---- */
 
 /* Each table's offset and size in bytes, in file order. */
-enum { T_BYTE_TOKEN, T_START, T_BYTES, T_VOCAB, T_MERGES, T_PIECE_START, T_PIECE_BYTES, N_TABLES };
+enum { T_BYTE_TOKEN, T_START, T_BYTES, T_VOCAB, T_MERGES, T_PIECE_START, T_PIECE_BYTES, T_REST, N_TABLES };
 
 /* Lays the tables out from the header's counts: offset[i] and size[i] of
  * each, and returns the end of the last, or 0 when a count is too large to
  * lay out (no real tokenizer comes near). */
 static uint64_t lay_out(uint64_t offset[N_TABLES], uint64_t size[N_TABLES], uint64_t vocab_size, uint64_t n_bytes,
-                        uint64_t vocab_slots, uint64_t merge_slots, bool pieces, uint64_t n_piece_bytes) {
+                        uint64_t vocab_slots, uint64_t merge_slots, bool pieces, uint64_t n_piece_bytes, uint64_t n_rest) {
     const uint64_t limit = (uint64_t)1 << 40;
-    if (vocab_size > limit || n_bytes > limit || vocab_slots > limit || merge_slots > limit || n_piece_bytes > limit)
+    if (vocab_size > limit || n_bytes > limit || vocab_slots > limit || merge_slots > limit || n_piece_bytes > limit ||
+        n_rest > limit)
         return 0;
     size[T_BYTE_TOKEN] = 256 * sizeof(int32_t);
     size[T_START] = (vocab_size + 1) * sizeof(uint32_t);
@@ -72,6 +70,7 @@ static uint64_t lay_out(uint64_t offset[N_TABLES], uint64_t size[N_TABLES], uint
     size[T_MERGES] = merge_slots * sizeof(Merge);
     size[T_PIECE_START] = pieces ? (vocab_size + 1) * sizeof(uint32_t) : 0;
     size[T_PIECE_BYTES] = pieces ? n_piece_bytes : 0;
+    size[T_REST] = n_rest;
     uint64_t at = TOKENIZER_CACHE_HEADER_BYTES;
     for (int i = 0; i < N_TABLES; i++) {
         at = (at + TABLE_ALIGN - 1) / TABLE_ALIGN * TABLE_ALIGN;
@@ -127,14 +126,16 @@ int tokenizer_cache_check(TokenTables *t, const unsigned char *bytes, size_t siz
     uint32_t flags = get_u32(bytes + H_FLAGS);
     int32_t vocab_size = (int32_t)get_u32(bytes + H_VOCAB_SIZE), bpe_vocab_size = (int32_t)get_u32(bytes + H_BPE_VOCAB_SIZE);
     uint64_t n_bytes = get_u64(bytes + H_BYTES), vocab_slots = get_u64(bytes + H_VOCAB_SLOTS),
-             merge_slots = get_u64(bytes + H_MERGE_SLOTS), n_piece_bytes = get_u64(bytes + H_PIECE_BYTES);
+             merge_slots = get_u64(bytes + H_MERGE_SLOTS), n_piece_bytes = get_u64(bytes + H_PIECE_BYTES),
+             n_rest = get_u64(bytes + H_REST);
     bool pieces = flags & FLAG_PIECES;
     if ((flags & ~(uint32_t)(FLAG_BYTE_LEVEL | FLAG_PIECES)) || vocab_size < 1 || bpe_vocab_size < 0 ||
         bpe_vocab_size > vocab_size || n_bytes > UINT32_MAX || n_piece_bytes > UINT32_MAX || (!pieces && n_piece_bytes) ||
         !is_power_of_two(vocab_slots) || !is_power_of_two(merge_slots))
         return fail(e, "%s: damaged header (impossible sizes)", label);
     uint64_t offset[N_TABLES], table_size[N_TABLES];
-    uint64_t end = lay_out(offset, table_size, (uint64_t)vocab_size, n_bytes, vocab_slots, merge_slots, pieces, n_piece_bytes);
+    uint64_t end = lay_out(offset, table_size, (uint64_t)vocab_size, n_bytes, vocab_slots, merge_slots, pieces, n_piece_bytes,
+                           n_rest);
     if (end == 0 || get_u64(bytes + H_SIZE) != end || size != end)
         return fail(e, "%s: is %zu bytes, its header says %llu and its tables %llu (cut short?)", label, size,
                     (unsigned long long)get_u64(bytes + H_SIZE), (unsigned long long)end);
@@ -154,6 +155,8 @@ int tokenizer_cache_check(TokenTables *t, const unsigned char *bytes, size_t siz
         t->piece_start = (const uint32_t *)(bytes + offset[T_PIECE_START]);
         t->piece_bytes = (const char *)(bytes + offset[T_PIECE_BYTES]);
     }
+    t->rest = (const char *)(bytes + offset[T_REST]);
+    t->rest_len = n_rest;
 
     /* Every id and offset they hold inside what it indexes. */
     bool sound = offsets_rise(t->start, (size_t)vocab_size, n_bytes) &&
@@ -221,7 +224,8 @@ int tokenizer_cache_write(const char *json_path, uint64_t key, const TokenTables
     bool pieces = t->piece_start != NULL;
     uint64_t n_bytes = t->start[t->vocab_size], n_piece_bytes = pieces ? t->piece_start[t->vocab_size] : 0;
     uint64_t offset[N_TABLES], size[N_TABLES];
-    uint64_t end = lay_out(offset, size, (uint64_t)t->vocab_size, n_bytes, t->vocab_slots, t->merge_slots, pieces, n_piece_bytes);
+    uint64_t end = lay_out(offset, size, (uint64_t)t->vocab_size, n_bytes, t->vocab_slots, t->merge_slots, pieces, n_piece_bytes,
+                           t->rest_len);
     unsigned char header[TOKENIZER_CACHE_HEADER_BYTES] = {0};
     memcpy(header + H_MAGIC, MAGIC, sizeof MAGIC);
     put_u32(header + H_VERSION, TOKENIZER_CACHE_VERSION);
@@ -234,9 +238,11 @@ int tokenizer_cache_write(const char *json_path, uint64_t key, const TokenTables
     put_u64(header + H_VOCAB_SLOTS, t->vocab_slots);
     put_u64(header + H_MERGE_SLOTS, t->merge_slots);
     put_u64(header + H_PIECE_BYTES, n_piece_bytes);
+    put_u64(header + H_REST, t->rest_len);
     int32_t byte_token[256];
     for (int b = 0; b < 256; b++) byte_token[b] = t->byte_token[b];
-    const void *data[N_TABLES] = {byte_token, t->start, t->bytes, t->vocab, t->merges, t->piece_start, t->piece_bytes};
+    const void *data[N_TABLES] = {byte_token, t->start, t->bytes, t->vocab, t->merges, t->piece_start, t->piece_bytes,
+                                  t->rest};
 
     /* A temporary file renamed into place when complete and on disk: a
      * reader never sees half of one. */

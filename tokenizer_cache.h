@@ -4,10 +4,17 @@
  * JSON into a tree and hashing 150k tokens and merges into tables is most of
  * the time to the first token of a small model; mapping the tables is not.
  *
+ * The file also holds the rest of tokenizer.json (the normalizer, the
+ * pre-tokenizer, the added tokens, ...: the JSON text with the values of
+ * model.vocab and model.merges cut out, a few KB), so that a start with it
+ * does not read tokenizer.json at all.
+ *
  * Where it goes: tokenizer.run beside tokenizer.json, or in the cache folder
- * (place.h). Its key is a hash of tokenizer.json's bytes (and this file
- * format's version), so any edit of tokenizer.json makes it out of date; the
- * tokenizer then builds its tables from the JSON and writes the file again.
+ * (place.h). Its key is a hash of tokenizer.json's size, modification time
+ * (to the nanosecond), inode and device, as the prepared weights' is: a file
+ * changed in any of them makes it out of date, and the tokenizer then builds
+ * its tables from the JSON and writes the file again. The version is raised
+ * whenever a table's layout or the tokenizer's hashes change.
  *
  * The file, in host byte order (little-endian on x86-64):
  *   header, 128 bytes: magic "runtok\0\0"; u32 version
@@ -17,13 +24,14 @@
  *   the tables, in this order, each from the next multiple of 64 bytes:
  *     byte_token [256] i32; start [vocab_size + 1] u32; bytes [n_bytes];
  *     vocab [vocab_slots] VocabSlot; merges [merge_slots] Merge; and with
- *     pieces, piece_start [vocab_size + 1] u32 and piece_bytes [n_piece_bytes].
+ *     pieces, piece_start [vocab_size + 1] u32 and piece_bytes [n_piece_bytes];
+ *     rest [n_rest], the JSON text.
  *   The file ends where the last table does.
  * It is checked like any file from outside before it is used: the header,
  * the sizes, every offset table rising and ending at its bytes' end, every
  * id inside the vocabulary and each hash table with a free slot (so that a
- * look-up ends). Whether the tables say what tokenizer.json says is what the
- * key stands for. */
+ * look-up ends); the rest is parsed as JSON like tokenizer.json. Whether the
+ * tables say what tokenizer.json says is what the key stands for. */
 #ifndef TOKENIZER_CACHE_H
 #define TOKENIZER_CACHE_H
 
@@ -65,10 +73,13 @@ typedef struct {
     size_t merge_slots;
     const uint32_t *piece_start; /* not byte-level: [vocab_size + 1], else NULL */
     const char *piece_bytes;     /* [piece_start[vocab_size]] */
+    const char *rest;            /* [rest_len]: tokenizer.json without its vocabulary and merges */
+    size_t rest_len;
 } TokenTables;
 
-/* The key of tokenizer.json's bytes text[0..len). */
-uint64_t tokenizer_cache_key(const char *text, size_t len);
+/* The key of the tokenizer.json at json_path into *key; -1 when it cannot be
+ * read (stat fails). */
+int tokenizer_cache_key(const char *json_path, uint64_t *key);
 
 /* Checks a prepared tokenizer held in bytes[0..size) (label names it in
  * errors) and points t's tables into it. Returns 0 when it is usable, 1 when

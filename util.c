@@ -81,12 +81,52 @@ void *xcalloc(size_t n, size_t size) {
     return p;
 }
 
+/* Whether AddressSanitizer watches this build's heap (gcc and clang say it
+ * differently). */
+#if defined(__SANITIZE_ADDRESS__)
+#define HEAP_WATCHED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HEAP_WATCHED 1
+#endif
+#endif
+#ifndef HEAP_WATCHED
+#define HEAP_WATCHED 0
+#endif
+
+enum { PAGE_BYTES = 4096 };
+
+/* The zeroed buffers come straight from mmap: the kernel backs a page with
+ * zeros when it is first touched, so scratch sized for a batch of tokens
+ * costs a one-token pass only the pages it uses (a memset would touch them
+ * all, and the first touch of a page is dear on some virtual machines).
+ * The mapping's length is kept in the page before the buffer. Under
+ * AddressSanitizer they come from the heap, where it sees any overflow. */
 void *xcalloc_aligned(size_t n, size_t size) {
     size_t total;
-    void *p;
-    if (mul_size(n, size, &total) != 0) die("out of memory (%zu x %zu bytes overflows)", n, size);
-    if (posix_memalign(&p, 64, total ? total : 1) != 0) die("out of memory (asked for %zu bytes)", total);
-    return memset(p, 0, total);
+    if (mul_size(n, size, &total) != 0 || total > SIZE_MAX - 2 * PAGE_BYTES)
+        die("out of memory (%zu x %zu bytes overflows)", n, size);
+    if (HEAP_WATCHED) {
+        void *p;
+        if (posix_memalign(&p, 64, total ? total : 1) != 0) die("out of memory (asked for %zu bytes)", total);
+        return memset(p, 0, total);
+    }
+    size_t length = PAGE_BYTES + (total + PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES;
+    unsigned char *base = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) die("out of memory (asked for %zu bytes)", total);
+    memcpy(base, &length, sizeof length);
+    return base + PAGE_BYTES;
+}
+
+void xfree_aligned(void *p) {
+    if (!p || HEAP_WATCHED) {
+        free(p);
+        return;
+    }
+    unsigned char *base = (unsigned char *)p - PAGE_BYTES;
+    size_t length;
+    memcpy(&length, base, sizeof length);
+    munmap(base, length);
 }
 
 void *xrealloc(void *p, size_t n, size_t size) {

@@ -34,8 +34,10 @@ void *xrealloc(void *p, size_t n, size_t size);
 char *xstrdup(const char *s);
 
 /* xcalloc aligned to 64 bytes, a cache line, so that vector loads from the
- * start of each row never straddle two lines. Freed with free(). */
+ * start of each row never straddle two lines; its pages are only backed
+ * when first touched. Freed with xfree_aligned (not free). */
 void *xcalloc_aligned(size_t n, size_t size);
+void xfree_aligned(void *p);
 
 /* xmalloc for big buffers of weights: aligned to 2 MiB and backed by huge
  * pages where the system allows, so that streaming through them misses the

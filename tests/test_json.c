@@ -256,7 +256,7 @@ static bool same_tree(const JsonValue *a, const JsonValue *b) {
 static void skip_gives(const char *text, const char *const *skip, const char *want) {
     JsonDoc got, expect;
     Error e;
-    int rc = json_parse_except(&got, text, strlen(text), skip, &e);
+    int rc = json_parse_except(&got, text, strlen(text), skip, NULL, &e);
     CHECK(rc == 0, "json_parse_except accepts %s (%s)", text, rc ? e.msg : "");
     if (rc != 0) return;
     CHECK(parse(&expect, want, &e) == 0, "the expected tree %s parses", want);
@@ -317,7 +317,7 @@ static void refused_alike(const char *text, size_t len, const char *what) {
     JsonDoc doc;
     Error whole = {{0}}, part = {{0}};
     int rc_whole = json_parse(&doc, text, len, &whole);
-    int rc_part = json_parse_except(&doc, text, len, skip, &part);
+    int rc_part = json_parse_except(&doc, text, len, skip, NULL, &part);
     CHECK(rc_whole == -1 && rc_part == -1, "both refuse %.*s", (int)len, text);
     CHECK(strcmp(whole.msg, part.msg) == 0, "same error for %.*s ('%s' and '%s')", (int)len, text, whole.msg,
           part.msg);
@@ -379,7 +379,7 @@ static void test_skip_big(void) {
     JsonDoc doc, want;
     Error e;
     const char *const skip[] = {"model.vocab", NULL};
-    CHECK(json_parse_except(&doc, text, n, skip, &e) == 0, "big document parses without model.vocab");
+    CHECK(json_parse_except(&doc, text, n, skip, NULL, &e) == 0, "big document parses without model.vocab");
     CHECK(parse(&want, "{\"model\": {\"x\": 1}}", &e) == 0, "the expected tree parses");
     CHECK(same_tree(&doc.root, &want.root), "big document without model.vocab is {\"model\": {\"x\": 1}}");
     json_free(&doc);
@@ -390,7 +390,27 @@ static void test_skip_big(void) {
     free(text);
 }
 
+/* Where the skipped values lay, counted by hand: the last copy of a
+ * repeated member, {0, 0} for a path that is not there. */
+static void test_skip_spans(void) {
+    const char *text = "{\"m\": {\"v\":  {\"x\": [1]}, \"g\": [\"a b\"], \"v\": 7 }, \"v\": 2}";
+    const char *const skip[] = {"m.v", "m.g", "absent", "v", NULL};
+    JsonSpan spans[4] = {{9, 9}, {9, 9}, {9, 9}, {9, 9}};
+    JsonDoc doc;
+    Error e;
+    CHECK(json_parse_except(&doc, text, strlen(text), skip, spans, &e) == 0, "the document parses");
+    CHECK(spans[0].start == 44 && spans[0].end == 45, "m.v: its last copy, the 7 at 44 (got %zu..%zu)", spans[0].start,
+          spans[0].end);
+    CHECK(spans[1].start == 30 && spans[1].end == 37, "m.g: [\"a b\"] at 30..37 (got %zu..%zu)", spans[1].start,
+          spans[1].end);
+    CHECK(spans[2].start == 0 && spans[2].end == 0, "a path not there: {0, 0}");
+    CHECK(spans[3].start == 54 && spans[3].end == 55, "v: the 2 at 54 (got %zu..%zu)", spans[3].start, spans[3].end);
+    CHECK(memcmp(text + 30, "[\"a b\"]", 7) == 0 && text[44] == '7' && text[54] == '2', "the offsets above are right");
+    json_free(&doc);
+}
+
 int main(void) {
+    test_skip_spans();
     test_scalars();
     test_numbers();
     test_strings();

@@ -2,8 +2,10 @@
  * first load writes tokenizer.run, the next maps it, and either way the
  * tokenizer gives Hugging Face's ids (tests/data/gpt2-style.jsonl, from
  * HF's tokenizers library); a damaged file is refused and made again, one
- * for another tokenizer.json is made again, and a file whose tables were
- * edited shows the edit (so the tables really come from the file). */
+ * for another tokenizer.json is made again, and a file whose tables or
+ * whose copy of the JSON were edited shows the edit (so both really come
+ * from the file). */
+#define _GNU_SOURCE  /* memmem */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +34,8 @@ static unsigned char *read_bytes(const char *path, size_t *n) {
 
 /* The key of the tokenizer.json now in the scratch folder. */
 static uint64_t json_key(void) {
-    size_t n;
-    unsigned char *text = read_bytes(json_path, &n);
-    uint64_t key = tokenizer_cache_key((const char *)text, n);
-    free(text);
+    uint64_t key;
+    if (tokenizer_cache_key(json_path, &key) != 0) die("cannot stat %s", json_path);
     return key;
 }
 
@@ -111,6 +111,35 @@ static void test_written_then_mapped(void) {
     CHECK(text && len == 5 && memcmp(text, "HELLO", 5) == 0, "token 453 decodes as the edited file says");
     free(text);
     tokenizer_free(t);
+
+    /* The file's copy of the JSON (the vocabulary and merges null) is what
+     * a load reads: broken there (the post-processor's single template
+     * renamed, which a tokenizer refuses), the load falls back to
+     * tokenizer.json, gives HF's ids with the template, and writes the file
+     * again. */
+    memcpy(bytes + at, "Hello", 5);
+    char *rest = (char *)bytes + (tables.rest - (const char *)bytes);
+    char *vocab = strstr(rest, "\"vocab\"");
+    CHECK(vocab && strncmp(vocab, "\"vocab\": null", 13) == 0 && strstr(rest, "\"merges\": null") &&
+              tables.rest_len < 6000,
+          "the file holds the JSON without its vocabulary and merges (%zu bytes)", tables.rest_len);
+    char *single = strstr(rest, "\"single\"");
+    char *post = strstr(rest, "\"post_processor\"");
+    CHECK(post && single, "the JSON has the post-processor's single template");
+    if (post && single) memcpy(single, "\"singlE\"", 8);  /* no single template: refused, so made again */
+    write_bytes(run_path, bytes, n);
+    TokenIds ids = {0};
+    t = tokenizer_load_prepared(json_path, &e);
+    if (t) tokenizer_encode(t, "Hello world", 11, ENCODE_PROMPT, &ids);
+    CHECK(ids.n == 4 && ids.ids[0] == 617 && ids.ids[1] == 453 && ids.ids[2] == 416 && ids.ids[3] == 618,
+          "a broken copy of the JSON is made again from tokenizer.json: HF's ids with the template");
+    token_ids_free(&ids);
+    tokenizer_free(t);
+    free(bytes);
+    bytes = read_bytes(run_path, &n);
+    CHECK(bytes && tokenizer_cache_check(&tables, bytes, n, json_key(), run_path, &e) == 0 &&
+              memmem(tables.rest, tables.rest_len, "\"single\"", 8) && !memmem(tables.rest, tables.rest_len, "singlE", 6),
+          "tokenizer.run was written again, with the template");
     free(bytes);
     unlink(run_path);
 }
@@ -142,13 +171,13 @@ static void test_out_of_date(void) {
 enum { H_VERSION = 8, H_FLAGS = 12, H_SIZE = 24, H_VOCAB_SIZE = 32, H_BPE_VOCAB_SIZE = 36, H_VOCAB_SLOTS = 48 };
 
 typedef enum { CUT_SHORT, BAD_MAGIC, RESERVED, SIZE_FIELD, BPE_PAST_VOCAB, SLOTS_NOT_POWER, VOCAB_ID_PAST, VOCAB_FULL,
-               START_FALLS, MERGED_NEGATIVE, BYTE_TOKEN_PAST, NOT_BYTE_LEVEL, N_DAMAGE } Damage;
+               START_FALLS, MERGED_NEGATIVE, BYTE_TOKEN_PAST, NOT_BYTE_LEVEL, REST_NOT_JSON, N_DAMAGE } Damage;
 
 static const char *const DAMAGE_NAMES[N_DAMAGE] = {
     "cut short", "another magic", "a reserved byte set", "a wrong size field", "bpe_vocab_size past vocab_size",
     "a table size not a power of two", "a vocabulary id past the vocabulary", "a full vocabulary table",
     "falling token offsets", "a negative merged id", "a byte token past the vocabulary",
-    "tables of another pipeline (not byte-level)"};
+    "tables of another pipeline (not byte-level)", "a copy of the JSON that is not JSON"};
 
 /* Damages a good file in bytes[0..*n) the named way. */
 static void damage(unsigned char *bytes, size_t *n, Damage d, const TokenTables *tables) {
@@ -192,12 +221,14 @@ static void damage(unsigned char *bytes, size_t *n, Damage d, const TokenTables 
         break;
     }
     case NOT_BYTE_LEVEL: bytes[H_FLAGS] = 0; break;
+    case REST_NOT_JSON: bytes[(const unsigned char *)tables->rest - bytes] = '#'; break;
     case N_DAMAGE: break;
     }
 }
 
-/* Each damage is refused by the check (but for the last, which only the
- * tokenizer can see), and a load makes the file again and gives HF's ids. */
+/* Each damage is refused by the check (but for the last two, which only
+ * the tokenizer can see), and a load makes the file again and gives HF's
+ * ids. */
 static void test_damaged(void) {
     check_prepared_load("an undamaged file");
     size_t good_n;
@@ -214,11 +245,12 @@ static void test_damaged(void) {
         in_copy.vocab = (const VocabSlot *)(bytes + ((const unsigned char *)tables.vocab - good));
         in_copy.merges = (const Merge *)(bytes + ((const unsigned char *)tables.merges - good));
         in_copy.start = (const uint32_t *)(bytes + ((const unsigned char *)tables.start - good));
+        in_copy.rest = (const char *)(bytes + ((const unsigned char *)tables.rest - good));
         damage(bytes, &n, (Damage)d, &in_copy);
         TokenTables got;
         int rc = tokenizer_cache_check(&got, bytes, n, json_key(), "damaged.run", &e);
-        if (d == NOT_BYTE_LEVEL)
-            CHECK(rc == 0, "%s: well-formed, so the check passes it", DAMAGE_NAMES[d]);
+        if (d == NOT_BYTE_LEVEL || d == REST_NOT_JSON)
+            CHECK(rc == 0, "%s: well-formed, so the check passes it (the load sees it)", DAMAGE_NAMES[d]);
         else
             CHECK(rc == -1 && strncmp(e.msg, "damaged.run: ", 13) == 0, "%s: refused (%d: %s)", DAMAGE_NAMES[d], rc,
                   rc ? e.msg : "");

@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     JsonDoc doc, part;
     Error e, e_part;
     int rc = json_parse(&doc, (const char *)data, size, &e);
-    int rc_part = json_parse_except(&part, (const char *)data, size, skip, &e_part);
+    int rc_part = json_parse_except(&part, (const char *)data, size, skip, NULL, &e_part);
     assert(rc == rc_part);
     if (rc != 0) {
         assert(strncmp(e.msg, "line ", 5) == 0 && doc.arena == NULL);

@@ -1,7 +1,7 @@
 /* fuzz_tokenizer_cache.c - libFuzzer target: the bytes as a prepared
  * tokenizer (tokenizer_cache.h) of the small GPT-2 style tokenizer.json,
- * with the key that file's bytes give written into the header (so that the
- * fuzzer reaches past the key). When tokenizer_cache_check accepts them,
+ * with the key of that file (copied to a scratch folder) written into the
+ * header, so that the fuzzer reaches past the key. When tokenizer_cache_check accepts them,
  * every table must lie inside the bytes; then the file goes beside a copy of
  * that tokenizer.json in a scratch folder, and a tokenizer loaded with it
  * must encode and decode texts into and from ids inside its vocabulary,
@@ -43,8 +43,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     }
     FILE *f = fopen(json_path, "wb");
     if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0) exit(1);
-    key = tokenizer_cache_key(text, len);
     free(text);
+    if (tokenizer_cache_key(json_path, &key) != 0) exit(1);
     atexit(remove_scratch);
     return 0;
 }
@@ -72,6 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size) {
         assert(inside(t.merges, t.merge_slots * sizeof *t.merges, data, size));
         if (t.piece_start)
             assert(inside(t.piece_start, ids * 4, data, size) && inside(t.piece_bytes, t.piece_start[t.vocab_size], data, size));
+        assert(inside(t.rest, t.rest_len, data, size));
     }
 
     /* The tokenizer with these bytes as its prepared tables (made again
