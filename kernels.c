@@ -198,7 +198,7 @@ typedef struct {
     Prepared *products;
     int n;
     size_t groups;              /* row groups of all the products */
-    size_t rows_to_prepare;     /* token rows whose activations are prepared */
+    size_t tiles_to_prepare;    /* token tiles whose activations are prepared */
 } MatmulJob;
 
 static bool quantized(const Matrix *w) { return w->type == WEIGHT_Q8 || w->type == WEIGHT_Q4; }
@@ -224,42 +224,58 @@ static void matmul_part(void *arg, int part, int n_parts) {
     }
 }
 
-/* Token row t of product p's activations, made ready for its format. */
-static void prepare_row(const KernelPath *path, const Prepared *p, int t) {
-    int n = p->n_tokens, K = p->w->cols;
-    const float *x = p->x + (size_t)t * K;
-    if (p->x_tiles) {
-        float *tiles = (float *)p->x_tiles + tile_index(n, K, t, 0);
-        size_t step = (size_t)tile_width(n, t);
-        if (bf16_math(p->w) && path->bf16_pairs && path->bf16_pairs()) {
-            uint32_t *words = (uint32_t *)p->x_tiles;
-            for (int c = 0; c < (K + 1) / 2; c++) {
-                uint32_t second = 2 * c + 1 < K ? f32_to_bf16(x[2 * c + 1]) : 0;
-                words[tile_index(n, K, t, c)] = (uint32_t)f32_to_bf16(x[2 * c]) | second << 16;
+/* Bits of one float rounded to bf16 (for --math bf16), kept as a float. */
+static float rounded_to_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+
+/* Tile `tile` of product p's activations (tokens TOKEN_TILE * tile ..),
+ * made ready for its format: quantized token by token, or written into
+ * its [k][w] tile column by column, so that the writes run in order and
+ * the tile's w rows are read side by side. */
+static void prepare_tile(const KernelPath *path, const Prepared *p, int tile) {
+    int n = p->n_tokens, K = p->w->cols, first = tile * TOKEN_TILE, w = tile_width(n, first);
+    const float *x = p->x + (size_t)first * K;
+    if (!p->x_tiles) {
+        for (int t = first; t < first + w; t++) {
+            size_t b = (size_t)t * (K / QUANT_BLOCK);
+            path->quantize_row((int8_t *)p->xq.q + (size_t)t * K, (float *)p->xq.scale + b, (int32_t *)p->xq.sum + b,
+                               p->x + (size_t)t * K, K);
+        }
+    } else if (bf16_math(p->w) && path->bf16_pairs && path->bf16_pairs()) {
+        /* Column pair c of each token as one word: the even column's bf16
+         * in the low half, the odd one's (0 past the end) in the high. */
+        uint32_t *words = (uint32_t *)p->x_tiles + (size_t)first * K;
+        for (int c = 0; c < (K + 1) / 2; c++)
+            for (int j = 0; j < w; j++) {
+                const float *xt = x + (size_t)j * K;
+                uint32_t second = 2 * c + 1 < K ? f32_to_bf16(xt[2 * c + 1]) : 0;
+                words[(size_t)c * w + j] = (uint32_t)f32_to_bf16(xt[2 * c]) | second << 16;
             }
-        } else if (bf16_math(p->w))
-            for (int k = 0; k < K; k++) tiles[(size_t)k * step] = bf16_to_f32(f32_to_bf16(x[k]));
-        else
-            for (int k = 0; k < K; k++) tiles[(size_t)k * step] = x[k];
     } else {
-        size_t b = (size_t)t * (K / QUANT_BLOCK);
-        path->quantize_row((int8_t *)p->xq.q + (size_t)t * K, (float *)p->xq.scale + b, (int32_t *)p->xq.sum + b, x, K);
+        float *tiles = (float *)p->x_tiles + (size_t)first * K;
+        bool round = bf16_math(p->w);
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < w; j++) {
+                float v = x[(size_t)j * K + k];
+                tiles[(size_t)k * w + j] = round ? rounded_to_bf16(v) : v;
+            }
     }
 }
 
-/* The activations' preparation: the token rows of every product that
+static int tiles_of(int n_tokens) { return (n_tokens + TOKEN_TILE - 1) / TOKEN_TILE; }
+
+/* The activations' preparation: the token tiles of every product that
  * prepares its own split evenly between the parts. */
 static void prepare_part(void *arg, int part, int n_parts) {
     const MatmulJob *job = arg;
-    size_t from = job->rows_to_prepare * (size_t)part / (size_t)n_parts, to = job->rows_to_prepare * (size_t)(part + 1) / (size_t)n_parts;
-    size_t first = 0;  /* the first of the product's rows among all rows to prepare */
+    size_t from = job->tiles_to_prepare * (size_t)part / (size_t)n_parts, to = job->tiles_to_prepare * (size_t)(part + 1) / (size_t)n_parts;
+    size_t first = 0;  /* the first of the product's tiles among all tiles to prepare */
     for (int i = 0; i < job->n && first < to; i++) {
         const Prepared *p = &job->products[i];
         bool own = !p->shares && (quantized(p->w) || p->x_tiles != p->x);
         if (!own) continue;
-        for (size_t r = from > first ? from : first; r < to && r < first + (size_t)p->n_tokens; r++)
-            prepare_row(job->path, p, (int)(r - first));
-        first += (size_t)p->n_tokens;
+        size_t tiles = (size_t)tiles_of(p->n_tokens);
+        for (size_t t = from > first ? from : first; t < to && t < first + tiles; t++) prepare_tile(job->path, p, (int)(t - first));
+        first += tiles;
     }
 }
 
@@ -293,7 +309,7 @@ static void prepare(MatmulJob *job, const MatmulProduct *products, ThreadPool *p
         size_t n = (size_t)in->n_tokens * (size_t)in->w->cols;
         if (p->shares || (!quantized(in->w) && in->n_tokens == 1 && !bf16_math(in->w))) continue;
         bytes += activation_bytes(in->w, n);
-        job->rows_to_prepare += (size_t)in->n_tokens;
+        job->tiles_to_prepare += (size_t)tiles_of(in->n_tokens);
     }
     char *buffer = bytes ? pool_scratch(pool, bytes) : NULL;
     for (int i = 0; i < job->n; i++) {
@@ -315,7 +331,7 @@ static void prepare(MatmulJob *job, const MatmulProduct *products, ThreadPool *p
             buffer += activation_bytes(p->w, n);
         }
     }
-    size_t parts = job->rows_to_prepare < (size_t)pool_size(pool) ? job->rows_to_prepare : (size_t)pool_size(pool);
+    size_t parts = job->tiles_to_prepare < (size_t)pool_size(pool) ? job->tiles_to_prepare : (size_t)pool_size(pool);
     pool_run_parts(pool, (int)parts, prepare_part, job);
 }
 
