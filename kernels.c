@@ -204,10 +204,21 @@ typedef struct {
 static bool quantized(const Matrix *w) { return w->type == WEIGHT_Q8 || w->type == WEIGHT_Q4; }
 static bool bf16_math(const Matrix *w) { return w->type == WEIGHT_BF16 && w->math == MATH_BF16; }
 
+/* Where part `part` of n_parts of a batch's row groups starts: at
+ * groups * (1 - ((n_parts - part) / n_parts)^2), so that parts shrink
+ * from the first to the last (part i holds 2(n - i) - 1 of n^2 shares).
+ * The threads take parts in order, so the last ones taken, as the threads
+ * run out of work, are small, and a thread that finishes early waits for
+ * a small part, not an average one. */
+static size_t shrinking_boundary(size_t groups, int part, int n_parts) {
+    size_t left = (size_t)(n_parts - part), n = (size_t)n_parts;
+    return groups - groups * left * left / (n * n);
+}
+
 /* Row groups [g0, g1) of the batch: each product's share of them. */
 static void matmul_part(void *arg, int part, int n_parts) {
     const MatmulJob *job = arg;
-    size_t g0 = job->groups * (size_t)part / (size_t)n_parts, g1 = job->groups * (size_t)(part + 1) / (size_t)n_parts;
+    size_t g0 = shrinking_boundary(job->groups, part, n_parts), g1 = shrinking_boundary(job->groups, part + 1, n_parts);
     for (int i = 0; i < job->n && g0 < g1; i++) {
         const Prepared *p = &job->products[i];
         size_t end = p->first_group + row_groups(p->w->rows);
