@@ -16,23 +16,6 @@
 
 static const char MAGIC[8] = "runprep";  /* with its NUL: 8 bytes */
 
-/* ---- fixed-width fields ---- */
-
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, sizeof v); }
-static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, sizeof v); }
-
 /* Where each field is: in the header, and in an entry of the table. */
 enum { H_MAGIC = 0, H_VERSION = 8, H_FORMAT = 12, H_KEY = 16, H_ENTRIES = 24, H_TABLE = 32, H_SIZE = 40, H_ZERO = 48 };
 enum { E_NAME = 0, E_FORMAT = 128, E_ROWS = 132, E_COLS = 136, E_ZERO = 140, E_OFFSET = 144, E_BYTES = 152 };

@@ -21,21 +21,6 @@ enum {
     H_BYTES = 40, H_VOCAB_SLOTS = 48, H_MERGE_SLOTS = 56, H_PIECE_BYTES = 64, H_REST = 72, H_ZERO = 80
 };
 
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, sizeof v); }
-static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, sizeof v); }
-
 static uint64_t hash_u64(uint64_t h, uint64_t v) { return mix64(h ^ mix64(v)); }
 
 int tokenizer_cache_key(const char *json_path, uint64_t *key) {

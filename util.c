@@ -264,6 +264,21 @@ size_t memory_limit(void) {
     return limit;
 }
 
+uint32_t get_u32(const unsigned char *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+uint64_t get_u64(const unsigned char *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, sizeof v); }
+void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, sizeof v); }
+
 uint64_t mix64(uint64_t x) {
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;

@@ -84,6 +84,13 @@ uint64_t mix64(uint64_t x);
  * their number: for keys and names of files, not for speed. */
 uint64_t mix64_bytes(uint64_t h, const void *p, size_t n);
 
+/* The fields of the prepared files (prepared.c, tokenizer_cache.c): an
+ * integer in this machine's byte order at any byte offset. */
+uint32_t get_u32(const unsigned char *p);
+uint64_t get_u64(const unsigned char *p);
+void put_u32(unsigned char *p, uint32_t v);
+void put_u64(unsigned char *p, uint64_t v);
+
 /* Seconds on a monotonic clock, for timing. */
 double now_seconds(void);
 
