@@ -18,6 +18,10 @@
 /* Parts per thread a product is cut into: a few, so that a thread that is
  * descheduled or slow leaves its later parts to the others. */
 enum { PARTS_PER_THREAD = 4 };
+/* Work on at most this many values (a decoded token's activations, say) is
+ * done by the caller's thread alone: handing a part to another thread and
+ * waiting for it takes about as long as the work. */
+enum { ALONE_VALUES = 8192 };
 
 const char *weight_type_name(WeightType t) {
     static const char *names[] = {"f32", "f16", "bf16", "q8", "q4"};
@@ -306,7 +310,7 @@ static size_t activation_bytes(const Matrix *w, size_t n) {
 /* Lays out the batch and prepares the activations each format needs in the
  * pool's scratch memory; one token's fp32 tile is x itself. */
 static void prepare(MatmulJob *job, const MatmulProduct *products, ThreadPool *pool) {
-    size_t bytes = 0;
+    size_t bytes = 0, values = 0;
     for (int i = 0; i < job->n; i++) {
         const MatmulProduct *in = &products[i];
         Prepared *p = &job->products[i], *prev = i > 0 ? &job->products[i - 1] : NULL;
@@ -320,6 +324,7 @@ static void prepare(MatmulJob *job, const MatmulProduct *products, ThreadPool *p
         size_t n = (size_t)in->n_tokens * (size_t)in->w->cols;
         if (p->shares || (!quantized(in->w) && in->n_tokens == 1 && !bf16_math(in->w))) continue;
         bytes += activation_bytes(in->w, n);
+        values += n;
         job->tiles_to_prepare += (size_t)tiles_of(in->n_tokens);
     }
     char *buffer = bytes ? pool_scratch(pool, bytes) : NULL;
@@ -343,6 +348,7 @@ static void prepare(MatmulJob *job, const MatmulProduct *products, ThreadPool *p
         }
     }
     size_t parts = job->tiles_to_prepare < (size_t)pool_size(pool) ? job->tiles_to_prepare : (size_t)pool_size(pool);
+    if (values <= ALONE_VALUES) parts = 1;
     pool_run_parts(pool, (int)parts, prepare_part, job);
 }
 
@@ -453,14 +459,18 @@ static void gated_part(void *arg, int part, int n_parts) {
     if (from < to) job->gated(job->gate + from, job->up + from, to - from);
 }
 
+static void run_gated(GatedJob *job, ThreadPool *pool) {
+    pool_run_parts(pool, job->n <= ALONE_VALUES ? 1 : pool_size(pool), gated_part, job);
+}
+
 void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool) {
     GatedJob job = {path()->swiglu, gate, up, n};
-    pool_run(pool, gated_part, &job);
+    run_gated(&job, pool);
 }
 
 void gelu_tanh_gate(float *gate, const float *up, size_t n, ThreadPool *pool) {
     GatedJob job = {path()->gelu, gate, up, n};
-    pool_run(pool, gated_part, &job);
+    run_gated(&job, pool);
 }
 
 /* ---- conversions made at load time ---- */

@@ -281,7 +281,10 @@ void moe_forward(float *out, const float *x, int n, const MoeWeights *w, const C
     for (int e = 0; e < E; e++) {
         int first = s->first_row[e], count = s->first_row[e + 1] - first;
         if (count == 0) continue;
-        const float *in = s->x + (size_t)first * dim;
+        /* An expert with one token reads that token's row of x in place, so
+         * that experts in a row with the same token (all of them, when
+         * decoding) share one preparation of it. */
+        const float *in = count == 1 ? x + (size_t)s->token_of[first] * dim : s->x + (size_t)first * dim;
         p[m++] = (MatmulProduct){s->gate + (size_t)first * hidden, in, &w->experts[e].gate, count};
         p[m++] = (MatmulProduct){s->up + (size_t)first * hidden, in, &w->experts[e].up, count};
     }

@@ -32,7 +32,8 @@ double rng_uniform(Rng *rng);
 
 /* ---- ranking logits ---- */
 
-/* The index of the largest of x[0..n); on a tie the lowest, as torch.argmax. */
+/* The index of the largest of x[0..n); on a tie the lowest, as torch.argmax
+ * (NaNs are passed over; x[0] when every value is NaN or -inf). */
 int argmax(const float *x, int n);
 
 /* The indices of the k largest of x[0..n) into ids, largest first (on a tie

@@ -155,6 +155,47 @@ static void test_greedy(void) {
     sampler_free(s);
 }
 
+/* The first index of the largest non-NaN value, one comparison at a time:
+ * the definition argmax's lanes must agree with. */
+static int first_largest(const float *x, int n) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (!isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+    return best < 0 ? 0 : best;
+}
+
+static void test_argmax_lanes(void) {
+    /* Lengths around the lanes' width and a vocabulary's, the largest value
+     * placed at every residue, in the tail, and tied across lanes. */
+    int lengths[] = {1, 2, 15, 16, 17, 31, 32, 33, 100, 151936};
+    Rng rng;
+    rng_seed(&rng, 7);
+    float *x = xmalloc(151936 * sizeof(float));
+    int failures = 0, cases = 0;
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+        int n = lengths[l];
+        for (int trial = 0; trial < 40; trial++) {
+            for (int i = 0; i < n; i++) x[i] = (float)(rng_uniform(&rng) * 20 - 10);
+            int at = (int)(rng_uniform(&rng) * n);
+            x[at] = 11;
+            if (trial % 4 == 1) x[(int)(rng_uniform(&rng) * n)] = 11;              /* a tie, maybe earlier */
+            if (trial % 4 == 2) x[(int)(rng_uniform(&rng) * n)] = NAN;             /* NaNs are passed over */
+            if (trial % 4 == 3) for (int i = 0; i < n; i += 3) x[i] = -INFINITY;
+            if (trial == 5) x[0] = NAN;
+            cases++;
+            if (argmax(x, n) != first_largest(x, n)) failures++;
+        }
+        for (int i = 0; i < n; i++) x[i] = -INFINITY;
+        cases++;
+        if (argmax(x, n) != 0) failures++;
+        for (int i = 0; i < n; i++) x[i] = 2.5f;
+        cases++;
+        if (argmax(x, n) != 0) failures++;
+    }
+    CHECK(failures == 0, "argmax agrees with a one-at-a-time scan on %d arrays (%d differ)", cases, failures);
+    free(x);
+}
+
 static void test_repetition_penalty(void) {
     /* Penalty 2 over the context {0, 1, 1, 1, 3, 99, -1}: token 0 (2.0,
      * positive) is halved to 1.0; token 1 (-1.0, negative) doubled to -2.0
@@ -895,6 +936,7 @@ int main(void) {
     test_mask();
     test_rng();
     test_greedy();
+    test_argmax_lanes();
     test_repetition_penalty();
     test_openai_penalties_and_bias();
     test_temperature();
