@@ -410,13 +410,13 @@ INLINE void quant_tiles(int G, int T, WeightType type, const QuantizedRows *x, c
 }
 
 /* The groups of rows [r0, r1) times every tile of tokens, G groups at a
- * time: 2, or 4 for q4 and up to 3 tokens (decoding: each group's chain of
- * dot products waits on its previous step, and q4's weights go by twice as
- * fast as q8's, so more groups in flight keep up with the memory; on Zen 4
- * a third more bytes per second), fewer for the last groups. */
+ * time: 2, or 4 for up to 3 tokens (decoding: each group's chain of dot
+ * products waits on its previous step, so more groups in flight keep up
+ * with the memory; q4 on Zen 4 read a third more bytes per second, q8 on
+ * Zen 5 4-27% more), fewer for the last groups. */
 INLINE void quant_range(WeightType type, float *out, const QuantizedRows *x, const Matrix *w, int n, int r0, int r1) {
     size_t g_end = ((size_t)r1 + ROW_GROUP - 1) / ROW_GROUP;
-    int wide = type == WEIGHT_Q4 && n <= 3 ? Q_G_WIDE : Q_G;
+    int wide = n <= 3 ? Q_G_WIDE : Q_G;
     for (size_t g = (size_t)r0 / ROW_GROUP; g < g_end;) {
         int G = wide;
         while (g + (size_t)G > g_end) G /= 2;
