@@ -130,19 +130,10 @@ INLINE void float_tile(WeightType type, bool second_first, int P, int T, const c
     store_tile(P, T, acc, out, ldo, rows_left);
 }
 
-/* float_tile with the token count T (1..TOKEN_TILE) known to the compiler;
- * P = 4 only for T <= 5. */
-INLINE void float_tiles(WeightType type, bool second_first, int P, int T, const char *groups, size_t gbytes, const float *xt,
-                        int K, float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
-    if (P == 4) {
-        switch (T) {
-        case 5: float_tile(type, second_first, 4, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        case 4: float_tile(type, second_first, 4, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        case 3: float_tile(type, second_first, 4, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        case 2: float_tile(type, second_first, 4, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        default: float_tile(type, second_first, 4, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        }
-    }
+/* float_tile with the token count T (1..TOKEN_TILE) known to the compiler,
+ * for a P that the caller passes as a constant. */
+INLINE void float_tiles_of(WeightType type, bool second_first, int P, int T, const char *groups, size_t gbytes,
+                           const float *xt, int K, float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
     switch (T) {
     case 12: float_tile(type, second_first, P, 12, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
     case 11: float_tile(type, second_first, P, 11, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
@@ -157,6 +148,24 @@ INLINE void float_tiles(WeightType type, bool second_first, int P, int T, const 
     case 2: float_tile(type, second_first, P, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
     default: float_tile(type, second_first, P, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
     }
+}
+
+/* float_tile with P and T known to the compiler (a P or T that it does not
+ * know costs the loop tests and moves of registers at every column): P = 4
+ * only for T <= 5. */
+INLINE void float_tiles(WeightType type, bool second_first, int P, int T, const char *groups, size_t gbytes, const float *xt,
+                        int K, float *out, size_t ldo, int rows_left, const char *prefetch, int lines) {
+    if (P == 4) {
+        switch (T) {
+        case 5: float_tile(type, second_first, 4, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 4: float_tile(type, second_first, 4, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 3: float_tile(type, second_first, 4, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 2: float_tile(type, second_first, 4, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        default: float_tile(type, second_first, 4, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        }
+    }
+    if (P == 2) float_tiles_of(type, second_first, 2, T, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines);
+    else float_tiles_of(type, second_first, 1, T, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines);
 }
 
 /* ---- bf16 arithmetic with vdpbf16ps: lanes the rows of a group again;
@@ -185,18 +194,9 @@ INLINE void bf16_tile(int P, int T, const char *groups, size_t gbytes, const flo
     store_tile(P, T, acc, out, ldo, rows_left);
 }
 
-/* bf16_tile with P and T known to the compiler, as float_tiles. */
-INLINE void bf16_tiles(int P, int T, const char *groups, size_t gbytes, const float *xt, int K, float *out,
-                       size_t ldo, int rows_left, const char *prefetch, int lines) {
-    if (P == 4) {
-        switch (T) {
-        case 5: bf16_tile(4, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        case 4: bf16_tile(4, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        case 3: bf16_tile(4, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        case 2: bf16_tile(4, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        default: bf16_tile(4, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
-        }
-    }
+/* bf16_tile with T known to the compiler, for a constant P. */
+INLINE void bf16_tiles_of(int P, int T, const char *groups, size_t gbytes, const float *xt, int K, float *out,
+                          size_t ldo, int rows_left, const char *prefetch, int lines) {
     switch (T) {
     case 12: bf16_tile(P, 12, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
     case 11: bf16_tile(P, 11, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
@@ -211,6 +211,22 @@ INLINE void bf16_tiles(int P, int T, const char *groups, size_t gbytes, const fl
     case 2: bf16_tile(P, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
     default: bf16_tile(P, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
     }
+}
+
+/* bf16_tile with P and T known to the compiler, as float_tiles. */
+INLINE void bf16_tiles(int P, int T, const char *groups, size_t gbytes, const float *xt, int K, float *out,
+                       size_t ldo, int rows_left, const char *prefetch, int lines) {
+    if (P == 4) {
+        switch (T) {
+        case 5: bf16_tile(4, 5, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 4: bf16_tile(4, 4, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 3: bf16_tile(4, 3, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        case 2: bf16_tile(4, 2, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        default: bf16_tile(4, 1, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines); return;
+        }
+    }
+    if (P == 2) bf16_tiles_of(2, T, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines);
+    else bf16_tiles_of(1, T, groups, gbytes, xt, K, out, ldo, rows_left, prefetch, lines);
 }
 
 /* TSC cycles of 16384 products per lane in 8 chains, by the BF16 dot
