@@ -637,6 +637,32 @@ static void kv_load(float *out, KVType t, const void *rows, size_t n) {
     }
 }
 
+/* ---- the MLP's gates: gate[i] = step(gate[i], up[i]), 16 at a time, the
+ * last few under a mask; each step as the plain path's, in float. ---- */
+
+INLINE __m512 swiglu16(__m512 g, __m512 u) {
+    __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
+/* gelu_step (kernels_path.h) on 16 values, times u. */
+INLINE __m512 gelu16(__m512 g, __m512 u) {
+    __m512 cubic = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
+    __m512 t = _mm512_mul_ps(_mm512_set1_ps(GELU_SQRT_2_OVER_PI), _mm512_fmadd_ps(_mm512_set1_ps(GELU_CUBIC), cubic, g));
+    __m512 e = exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), t));
+    return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
+INLINE void gate_rows(float *gate, const float *up, size_t n, __m512 (*step)(__m512, __m512)) {
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask((int)(n - i < 16 ? n - i : 16));
+        _mm512_mask_storeu_ps(gate + i, m, step(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i)));
+    }
+}
+
+static void swiglu_gate(float *gate, const float *up, size_t n) { gate_rows(gate, up, n, swiglu16); }
+static void gelu_gate(float *gate, const float *up, size_t n) { gate_rows(gate, up, n, gelu16); }
+
 const KernelPath kernels_avx512 = {
     .name = "avx512",
     .matmul_float = matmul_float,
@@ -646,8 +672,8 @@ const KernelPath kernels_avx512 = {
     .quantize_row = avx2_quantize_row,
     .attend = attend_tiles,
     .kv_load = kv_load,
-    .swiglu = avx2_swiglu,
-    .gelu = avx2_gelu,
+    .swiglu = swiglu_gate,
+    .gelu = gelu_gate,
     .softmax = avx2_softmax,
 };
 #endif

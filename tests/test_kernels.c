@@ -557,11 +557,12 @@ static void test_kv_formats(void) {
  * defines it. */
 static double gelu_tanh(double g) { return 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))); }
 
-/* swiglu and gelu_tanh_gate: within float rounding of the definitions in
- * double precision, and every path and thread count the plain C bits. */
-static void test_gated(ThreadPool *pools[3], bool gelu) {
-    enum { N = 301 };
-    float gate[N], up[N], want[N], got[N], plain[N];
+/* swiglu and gelu_tanh_gate on N values: within float rounding of the
+ * definitions in double precision, and every path and thread count the
+ * plain C bits (N past ALONE_VALUES, the threads share the work). */
+static void test_gated(ThreadPool *pools[3], bool gelu, int N) {
+    size_t bytes = (size_t)N * sizeof(float);
+    float *gate = xmalloc(bytes), *up = xmalloc(bytes), *want = xmalloc(bytes), *got = xmalloc(bytes), *plain = xmalloc(bytes);
     for (int i = 0; i < N; i++) {
         gate[i] = (gelu ? 12 : 20) * uniform(), up[i] = uniform();
         want[i] = (float)((gelu ? gelu_tanh(gate[i]) : gate[i] / (1 + exp(-(double)gate[i]))) * up[i]);
@@ -571,21 +572,22 @@ static void test_gated(ThreadPool *pools[3], bool gelu) {
     void (*gated)(float *, const float *, size_t, ThreadPool *) = gelu ? gelu_tanh_gate : swiglu;
     const char *name = gelu ? "gelu_tanh_gate = gelu(g) * u" : "swiglu = g / (1 + e^-g) * u";
     kernels_use("plain", NULL);
-    memcpy(plain, gate, sizeof gate);
+    memcpy(plain, gate, bytes);
     gated(plain, up, N, pools[0]);
     for (int p = 0; p < KERNEL_PATHS; p++) {
         if (!kernel_path_supported(p)) continue;
         kernels_use(kernel_path_name(p), NULL);
         bool close = true, same_bits = true;
         for (int t = 0; t < 3; t++) {
-            memcpy(got, gate, sizeof gate);
+            memcpy(got, gate, bytes);
             gated(got, up, N, pools[t]);
             for (int i = 0; i < N; i++) close &= fabs(got[i] - want[i]) <= 1e-6 * (1 + fabs(want[i]));
             same_bits &= same(got, plain, N);
         }
-        CHECK(close, "%s %s", kernels_in_use(), name);
-        CHECK(same_bits, "%s %s: the plain C definition, any thread count", kernels_in_use(), name);
+        CHECK(close, "%s %s (%d values)", kernels_in_use(), name, N);
+        CHECK(same_bits, "%s %s (%d values): the plain C definition, any thread count", kernels_in_use(), name, N);
     }
+    free(gate), free(up), free(want), free(got), free(plain);
 }
 
 static void test_softmax(void) {
@@ -708,8 +710,10 @@ int main(int argc, char **argv) {
     test_conversions();
     test_attention();
     test_kv_formats();
-    test_gated(pools, false);
-    test_gated(pools, true);
+    for (int i = 0; i < 2; i++) {
+        test_gated(pools, false, i ? 20011 : 301);
+        test_gated(pools, true, i ? 20011 : 301);
+    }
     test_softmax();
     for (int i = 0; i < 3; i++) pool_free(pools[i]);
     return test_summary("test_kernels");
