@@ -18,10 +18,6 @@
 /* Parts per thread a product is cut into: a few, so that a thread that is
  * descheduled or slow leaves its later parts to the others. */
 enum { PARTS_PER_THREAD = 4 };
-/* Work on at most this many values (a decoded token's activations, say) is
- * done by the caller's thread alone: handing a part to another thread and
- * waiting for it takes about as long as the work. */
-enum { ALONE_VALUES = 8192 };
 
 const char *weight_type_name(WeightType t) {
     static const char *names[] = {"f32", "f16", "bf16", "q8", "q4"};
@@ -348,7 +344,7 @@ static void prepare(MatmulJob *job, const MatmulProduct *products, ThreadPool *p
         }
     }
     size_t parts = job->tiles_to_prepare < (size_t)pool_size(pool) ? job->tiles_to_prepare : (size_t)pool_size(pool);
-    if (values <= ALONE_VALUES) parts = 1;
+    if (pool_parts_for_values(pool, values) == 1) parts = 1;
     pool_run_parts(pool, (int)parts, prepare_part, job);
 }
 
@@ -460,7 +456,7 @@ static void gated_part(void *arg, int part, int n_parts) {
 }
 
 static void run_gated(GatedJob *job, ThreadPool *pool) {
-    pool_run_parts(pool, job->n <= ALONE_VALUES ? 1 : pool_size(pool), gated_part, job);
+    pool_run_parts(pool, pool_parts_for_values(pool, job->n), gated_part, job);
 }
 
 void swiglu(float *gate, const float *up, size_t n, ThreadPool *pool) {

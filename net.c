@@ -658,6 +658,28 @@ static void rmsnorm_rows(float *out, const float *x, const float *weight, int n,
     for (int i = 0; i < n; i++) rmsnorm(row(out, i, width), x + (size_t)i * width, weight, width, eps);
 }
 
+typedef struct {
+    float *out;
+    const float *x, *weight;
+    int n, width;
+    float eps;
+} NormJob;
+
+static void norm_part(void *arg, int part, int n_parts) {
+    const NormJob *job = arg;
+    int from = (int)((long)job->n * part / n_parts), to = (int)((long)job->n * (part + 1) / n_parts);
+    rmsnorm_rows(row(job->out, from, job->width), job->x + (size_t)from * job->width, job->weight, to - from, job->width,
+                 job->eps);
+}
+
+/* rmsnorm_rows of the residual stream's n rows (dim wide), the rows shared
+ * out between the threads (a prompt's block would otherwise keep one
+ * thread busy while the others wait). */
+static void norm_rows(Model *m, float *out, const float *x, const float *weight, int n) {
+    NormJob job = {out, x, weight, n, m->config.dim, m->config.norm_eps};
+    pool_run_parts(m->pool, pool_parts_for_values(m->pool, (size_t)n * job.width), norm_part, &job);
+}
+
 /* y[i] += x for each of the n rows of y; nothing when x is NULL (no bias). */
 static void add_to_rows(float *y, const float *x, int n, int width) {
     if (!x) return;
@@ -807,7 +829,7 @@ static void show_attention(const Model *m, const Batch *b, int l) {
 /* A norm of each row of s->out when the architecture has one (gemma3's
  * sandwich norms on a sublayer's output). */
 static void norm_output(Model *m, const float *weight, int n) {
-    if (weight) rmsnorm_rows(m->state.out, m->state.out, weight, n, m->config.dim, m->config.norm_eps);
+    if (weight) norm_rows(m, m->state.out, m->state.out, weight, n);
 }
 
 static void attention_block(Model *m, const Batch *b, int l) {
@@ -819,7 +841,7 @@ static void attention_block(Model *m, const Batch *b, int l) {
     /* Normalise, then project to queries, keys and values: one batch of
      * products, so that x is prepared once for the three and the threads
      * share out the rows of all of them (k's and v's alone are few). */
-    rmsnorm_rows(s->xb, s->x, w->attn_norm, n, dim, c->norm_eps);
+    norm_rows(m, s->xb, s->x, w->attn_norm, n);
     show(m, b, PROBE_ATTN_NORM, l, s->xb, n, dim);
     MatmulProduct qkv[3] = {{s->q, s->xb, &w->wq, n}, {s->k, s->xb, &w->wk, n}, {s->v, s->xb, &w->wv, n}};
     matmul_batch(qkv, 3, m->pool);
@@ -885,7 +907,7 @@ static void mlp_block(Model *m, const Batch *b, int l) {
     const LayerWeights *w = &m->weights.layers[l];
     int n = b->n, dim = c->dim, hidden = c->hidden_dim;
 
-    rmsnorm_rows(s->xb, s->x, w->mlp_norm, n, dim, c->norm_eps);
+    norm_rows(m, s->xb, s->x, w->mlp_norm, n);
     show(m, b, PROBE_MLP_NORM, l, s->xb, n, dim);
     if (w->moe) {
         /* A mixture of experts: the router picks each token's experts, whose
@@ -1004,7 +1026,7 @@ float *forward_prompt_each(Model *m, KVCache *kv, const int *tokens, int n, int 
 
 void logits_of_residual(Model *m, float *logits, const float *rows, int n) {
     const Config *c = &m->config;
-    rmsnorm_rows(m->state.xb, rows, m->weights.final_norm, n, c->dim, c->norm_eps);
+    norm_rows(m, m->state.xb, rows, m->weights.final_norm, n);
     matmul(logits, m->state.xb, &m->weights.lm_head, n, m->pool);
     soft_cap_logits(c, logits, (size_t)n * c->vocab_size);
 }

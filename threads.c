@@ -167,6 +167,11 @@ void pool_run(ThreadPool *p, PoolTask task, void *arg) { pool_run_parts(p, p->n_
 
 int pool_size(const ThreadPool *p) { return p->n_threads; }
 
+/* See pool_parts_for_values. */
+enum { ALONE_VALUES = 8192 };
+
+int pool_parts_for_values(const ThreadPool *p, size_t values) { return values <= ALONE_VALUES ? 1 : p->n_threads; }
+
 void *pool_scratch(ThreadPool *p, size_t bytes) {
     if (bytes > p->scratch_bytes) {
         free(p->scratch);

@@ -22,6 +22,11 @@ ThreadPool *pool_new(int n_threads);
 void pool_run_parts(ThreadPool *pool, int n_parts, PoolTask task, void *arg);
 /* pool_run_parts with one part per thread. */
 void pool_run(ThreadPool *pool, PoolTask task, void *arg);
+/* The parts for simple work on `values` values (a row-by-row or
+ * value-by-value pass): 1, so that the caller does it alone, when they are
+ * few enough (a decoded token's activations, say) that handing a part to
+ * another thread would take about as long as the work; else one per thread. */
+int pool_parts_for_values(const ThreadPool *pool, size_t values);
 int pool_size(const ThreadPool *pool);
 /* A buffer of at least `bytes` (contents undefined, aligned for any
  * vector), owned by the pool and kept for the next caller: scratch memory

@@ -559,7 +559,8 @@ static double gelu_tanh(double g) { return 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * 
 
 /* swiglu and gelu_tanh_gate on N values: within float rounding of the
  * definitions in double precision, and every path and thread count the
- * plain C bits (N past ALONE_VALUES, the threads share the work). */
+ * plain C bits (N past pool_parts_for_values' few, the threads share the
+ * work). */
 static void test_gated(ThreadPool *pools[3], bool gelu, int N) {
     size_t bytes = (size_t)N * sizeof(float);
     float *gate = xmalloc(bytes), *up = xmalloc(bytes), *want = xmalloc(bytes), *got = xmalloc(bytes), *plain = xmalloc(bytes);
