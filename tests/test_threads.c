@@ -49,6 +49,10 @@ static void test_parts(void) {
         bool once = atomic_load(&c.bad_count) == 0;
         for (int p = 0; p < threads[ti]; p++) once &= atomic_load(&c.runs[p]) == 1;
         CHECK(once, "%d threads: pool_run runs one part per thread", threads[ti]);
+        /* A decoded token's few thousand values stay with the caller; a
+         * prompt block's hundred thousand go to every thread. */
+        CHECK(pool_parts_for_values(pool, 896) == 1 && pool_parts_for_values(pool, 128 * 896) == threads[ti],
+              "%d threads: 896 values in 1 part, 114,688 in %d", threads[ti], threads[ti]);
         pool_free(pool);
     }
 }
