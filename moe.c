@@ -247,8 +247,20 @@ static void route(MoeScratch *s, int n, const MoeConfig *moe) {
     }
 }
 
+/* The rows of expert e's tokens. */
+static int expert_rows(const MoeScratch *s, int e) { return s->first_row[e + 1] - s->first_row[e]; }
+
+/* Expert e's input: the rows of its tokens, or, for an expert with one
+ * token, that token's row of x in place, so that experts in a row with the
+ * same token (all of them, when decoding) share one preparation of it. */
+static const float *expert_input(const MoeScratch *s, const float *x, int e, int dim) {
+    int first = s->first_row[e];
+    return expert_rows(s, e) == 1 ? x + (size_t)s->token_of[first] * dim : s->x + (size_t)first * dim;
+}
+
 /* Gives each (token, choice) a row, the rows of each expert together in
- * token order, and copies the token's input there. */
+ * token order, and copies the token's input there (but for an expert that
+ * reads it in place, see expert_input). */
 static void group_by_expert(MoeScratch *s, const float *x, int n, const Config *c) {
     int E = c->moe.n_experts, k = c->moe.n_used;
     memset(s->first_row, 0, ((size_t)E + 1) * sizeof *s->first_row);
@@ -257,10 +269,10 @@ static void group_by_expert(MoeScratch *s, const float *x, int n, const Config *
     memcpy(s->next_row, s->first_row, (size_t)E * sizeof *s->next_row);
     for (int t = 0; t < n; t++)
         for (int j = 0; j < k; j++) {
-            int row = s->next_row[s->chosen[t * k + j]]++;
+            int e = s->chosen[t * k + j], row = s->next_row[e]++;
             s->token_of[row] = t;
             s->weight_of[row] = s->weight[t * k + j];
-            memcpy(s->x + (size_t)row * c->dim, x + (size_t)t * c->dim, (size_t)c->dim * sizeof(float));
+            if (expert_rows(s, e) > 1) memcpy(s->x + (size_t)row * c->dim, x + (size_t)t * c->dim, (size_t)c->dim * sizeof(float));
         }
 }
 
@@ -279,12 +291,9 @@ void moe_forward(float *out, const float *x, int n, const MoeWeights *w, const C
     MatmulProduct *p = s->products;
     int m = 0;
     for (int e = 0; e < E; e++) {
-        int first = s->first_row[e], count = s->first_row[e + 1] - first;
+        int first = s->first_row[e], count = expert_rows(s, e);
         if (count == 0) continue;
-        /* An expert with one token reads that token's row of x in place, so
-         * that experts in a row with the same token (all of them, when
-         * decoding) share one preparation of it. */
-        const float *in = count == 1 ? x + (size_t)s->token_of[first] * dim : s->x + (size_t)first * dim;
+        const float *in = expert_input(s, x, e, dim);
         p[m++] = (MatmulProduct){s->gate + (size_t)first * hidden, in, &w->experts[e].gate, count};
         p[m++] = (MatmulProduct){s->up + (size_t)first * hidden, in, &w->experts[e].up, count};
     }
