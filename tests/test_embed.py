@@ -182,10 +182,19 @@ for what, payload in [("no input", {}), ("a number as input", {"input": 5}), ("a
           f"{what}: 400 with a JSON error (got {status} {data[:200]!r})")
 status, _, _ = server.request("GET", "/v1/embeddings")
 check(status == 405, "GET /v1/embeddings: 405")
-status, _, data = server.request("GET", "/metrics")
-counts = {s: int(n) for s, n in re.findall(r'^run_requests_total\{endpoint="/v1/embeddings",status="(\d+)"\} (\d+)$',
-                                              data.decode(), re.M)}
-check(counts == {"200": 6, "400": 17, "405": 1}, f"/metrics counts the embeddings requests by status ({counts})")
+# The server counts a request once its response is out, so the last one may
+# reach /metrics a moment after its client has read the answer: ask again
+# for up to 5 s.
+want = {"200": 6, "400": 17, "405": 1}
+deadline = time.monotonic() + 5
+while True:
+    status, _, data = server.request("GET", "/metrics")
+    counts = {s: int(n) for s, n in re.findall(r'^run_requests_total\{endpoint="/v1/embeddings",status="(\d+)"\} (\d+)$',
+                                                  data.decode(), re.M)}
+    if counts == want or time.monotonic() > deadline:
+        break
+    time.sleep(0.05)
+check(counts == want, f"/metrics counts the embeddings requests by status ({counts})")
 code = server.stop()
 check(code == 0, f"SIGTERM: exit 0 (got {code})")
 
